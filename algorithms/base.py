@@ -1,0 +1,329 @@
+"""The shared RLVR step: sample -> verify -> credit -> update -> record (DESIGN section 2).
+
+An algorithm subclasses `RLVRModule`, says how many rollouts it draws per prompt and implements
+`credit` (stage 3); everything else, the clipped surrogate included, is shared so that a paired
+comparison differs only in where the credit comes from.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Sequence
+
+import lightning as L
+import numpy as np
+import torch
+from torch import Tensor
+
+from harness.engine import RolloutEngine, Rollouts, SamplingArgs, sequence_logprobs
+from tasks.base import Problem, Task
+
+
+@dataclass
+class OptimArgs:
+    lr: float = 5e-5
+    warmup_steps: int = 10
+    """Linear warm-up of the learning rate over the first RL steps."""
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    """Clip threshold. The recorded `grad_norm` is the total norm before clipping."""
+
+
+@dataclass
+class UpdateArgs:
+    clip_eps: float = 0.2
+    minibatches: int = 1
+    """Optimizer updates per step per epoch; the step's prompts (with all their rollouts) are
+    split evenly. Each update is one gradient-norm record."""
+    epochs: int = 1
+    loss_aggregation: Literal["token-mean", "sequence-mean"] = "token-mean"
+    """token-mean: every eligible token of the mini-batch weighs the same (DAPO, TRL's default);
+    sequence-mean: mean over each rollout's tokens, then over rollouts (the original GRPO)."""
+    kl_coef: float = 0.0
+    """Weight of a k3 KL penalty to the starting policy; 0 keeps no reference model."""
+
+
+@dataclass
+class EvalArgs:
+    every: int = 25
+    """Greedy pass@1 on the held-out set at step 0, every `every` steps and at the last step."""
+    limit: int | None = None
+    """Evaluate on the first `limit` held-out problems only (None: all)."""
+    batch_size: int = 500
+
+
+@dataclass
+class Schedule:
+    steps: int = 100
+    prompts_per_step: int = 16
+    seed: int = 0
+
+
+def prompt_stream(problems: Sequence[Problem], seed: int, step: int, count: int) -> list[Problem]:
+    """The prompts of `step`: a pure function of (seed, step), so every algorithm of a pair sees
+    the same prompts at every step and a resumed run continues the same stream."""
+    rng = random.Random(f"{seed}/{step}")
+    return [problems[i] for i in rng.sample(range(len(problems)), count)]
+
+
+class RLVRModule(L.LightningModule):
+    """Base of every algorithm. Subclasses set `rollouts_per_prompt` and implement `credit`."""
+
+    rollouts_per_prompt: int = 1
+
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        tokenizer,
+        task: Task,
+        schedule: Schedule = Schedule(),
+        sampling: SamplingArgs = SamplingArgs(),
+        optim: OptimArgs = OptimArgs(),
+        update: UpdateArgs = UpdateArgs(),
+        evaluation: EvalArgs = EvalArgs(),
+    ):
+        super().__init__()
+        self.automatic_optimization = False  # several updates per step, each norm recorded
+        self.policy, self.tokenizer, self.task = policy, tokenizer, task
+        self.schedule, self.sampling, self.optim_args = schedule, sampling, optim
+        self.update_args, self.eval_args = update, evaluation
+        self.engine = RolloutEngine(policy, tokenizer, sampling)
+        self.reference = None
+        if update.kl_coef > 0:
+            import copy
+
+            self.reference = copy.deepcopy(policy).requires_grad_(False).eval()
+        # Training state that is not a tensor: saved and restored with the checkpoint.
+        self.rl_step = 0
+        self.wall_clock_s = 0.0
+        self.rollouts_total = 0
+        self.records: list[dict[str, Any]] = []  # one row per step
+        self.evaluations: list[dict[str, Any]] = []  # held-out accuracy, step 0 included
+
+    # ------------------------------------------------------------------ stage 3: the algorithm's
+
+    def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
+        """Per-token advantages [N, L] (zero off the eligible tokens) and credit statistics."""
+        raise NotImplementedError
+
+    def extra_loss(self, batch: Rollouts, logprobs: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """Loss terms beyond the surrogate (PPO's value loss); none by default."""
+        return logprobs.new_zeros(()), {}
+
+    # ------------------------------------------------------------------ the step
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        timing: dict[str, float] = {}
+        started = time.perf_counter()
+        problems = prompt_stream(
+            self.task.train_problems(), self.schedule.seed, self.rl_step, self.schedule.prompts_per_step
+        )
+        with timed(timing, "sample"):
+            rollouts = self.task.rollout(self.engine, problems, self.rollouts_per_prompt)
+        with timed(timing, "verify"):
+            rollouts.verdicts = self.task.verify_all(rollouts)
+        with timed(timing, "credit"):
+            advantages, credit_stats = self.credit(rollouts)
+        with timed(timing, "update"):
+            update_stats = self.update(rollouts, advantages)
+        self.rl_step += 1
+        self.rollouts_total += len(rollouts)
+        self.wall_clock_s += time.perf_counter() - started
+        row = self.record(rollouts, advantages, timing, credit_stats | update_stats)
+        if self.rl_step % self.eval_args.every == 0 or self.rl_step == self.schedule.steps:
+            row["eval/accuracy"] = self.evaluate()
+            self.evaluations.append({"step": self.rl_step, "accuracy": row["eval/accuracy"]})
+        self.records.append(row)
+        shown = {"reward", "eval/accuracy"}
+        scalars = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
+        self.log_dict({k: v for k, v in scalars.items() if k not in shown}, on_step=True)
+        self.log_dict({k: v for k, v in scalars.items() if k in shown}, on_step=True, prog_bar=True)
+        if self.rl_step >= self.schedule.steps:
+            self.trainer.should_stop = True
+
+    # ------------------------------------------------------------------ stage 4: shared update
+
+    def update(self, rollouts: Rollouts, advantages: Tensor) -> dict[str, Any]:
+        args, k = self.update_args, self.rollouts_per_prompt
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        groups = torch.arange(len(rollouts)).view(-1, k)  # rows of one prompt stay together
+        chunks = [c.reshape(-1) for c in groups.chunk(args.minibatches)]
+        rollouts.token_data["advantages"] = advantages
+        single_update = args.minibatches == 1 and args.epochs == 1
+        if not single_update:
+            # pi_old must be the snapshot that sampled, for every mini-batch after the first.
+            with torch.no_grad():
+                rollouts.token_data["old_logprobs"] = sequence_logprobs(
+                    self.policy, rollouts.input_ids, rollouts.attention_mask, self.sampling.temperature
+                )
+        norms, losses, clipped, extras = [], [], [], []
+        for _ in range(args.epochs):
+            for index in chunks:
+                batch = rollouts.select(index)
+                logprobs = sequence_logprobs(
+                    self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature
+                )
+                # With one update per step the ratio is exactly 1 (pi_old is the current policy).
+                old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]
+                loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible)
+                if self.reference is not None:
+                    loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
+                extra, extra_stats = self.extra_loss(batch, logprobs)
+                loss = loss + extra
+                optimizer.zero_grad(set_to_none=True)
+                self.manual_backward(loss)
+                norm = torch.nn.utils.clip_grad_norm_(self.parameters(), self.optim_args.max_grad_norm)
+                optimizer.step()
+                norms.append(float(norm))
+                losses.append(float(loss.detach()))
+                clipped.append(clip_frac)
+                extras.append(extra_stats)
+        scheduler.step()
+        stats = {
+            "grad_norm": norms[0],
+            "grad_norms": norms,
+            "updates": len(norms),
+            "zero_grad_updates": sum(n == 0.0 for n in norms),
+            "loss": float(np.mean(losses)),
+            "clip_ratio/region_mean": float(np.mean(clipped)),
+            "lr": scheduler.get_last_lr()[0],
+        }
+        for key in extras[0] if extras else []:
+            stats[key] = float(np.mean([e[key] for e in extras]))
+        return stats
+
+    def surrogate(self, logprobs: Tensor, old: Tensor, adv: Tensor, eligible: Tensor) -> tuple[Tensor, float]:
+        """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per `loss_aggregation`."""
+        eps = self.update_args.clip_eps
+        ratio = torch.exp(logprobs - old)
+        per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        mask = eligible.float()
+        if self.update_args.loss_aggregation == "token-mean":
+            loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+        else:
+            loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+        clipped = ((ratio - 1).abs() > eps) & eligible
+        return loss, float(clipped.sum() / eligible.sum().clamp(min=1))
+
+    def kl_to_reference(self, batch: Rollouts, logprobs: Tensor) -> Tensor:
+        with torch.no_grad():
+            ref = sequence_logprobs(self.reference, batch.input_ids, batch.attention_mask, self.sampling.temperature)
+        log_ratio = ref - logprobs
+        k3 = torch.exp(log_ratio) - log_ratio - 1
+        mask = batch.eligible.float()
+        return (k3 * mask).sum() / mask.sum().clamp(min=1)
+
+    # ------------------------------------------------------------------ stage 5: record
+
+    def record(self, rollouts: Rollouts, advantages: Tensor, timing: dict, stats: dict) -> dict[str, Any]:
+        rewards = rollouts.rewards
+        eligible = rollouts.eligible
+        lengths = eligible.sum(-1).float()
+        row: dict[str, Any] = {
+            "step": self.rl_step,
+            "wall_clock_s": self.wall_clock_s,
+            **{f"timing_s/{k}": v for k, v in timing.items()},
+            "prompts": len(rollouts) // self.rollouts_per_prompt,
+            "rollouts_per_prompt": self.rollouts_per_prompt,
+            "rollouts": len(rollouts),
+            "rollouts_total": self.rollouts_total,
+            "tokens/generated": int(lengths.sum()),
+            "tokens/eligible": int(eligible.sum()),
+            "completions/mean_length": float(lengths.mean()),
+            "completions/max_length": float(lengths.max()),
+            "completions/clipped_ratio": float(
+                1 - ((rollouts.input_ids == self.tokenizer.eos_token_id) & eligible).any(-1).float().mean()
+            ),
+            "reward": float(rewards.mean()),
+            "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+            "credit/mean_abs_advantage": float(advantages.abs().sum() / eligible.sum().clamp(min=1)),
+            "credit/frac_tokens_zero_advantage": float(((advantages == 0) & eligible).sum() / eligible.sum().clamp(min=1)),
+        }
+        k = self.rollouts_per_prompt
+        if k > 1:
+            grouped = rewards.view(-1, k)
+            saturated = grouped.max(1).values == grouped.min(1).values
+            row["frac_reward_zero_std"] = float(saturated.float().mean())
+            row["frac_reward_all_correct"] = float((saturated & (grouped[:, 0] == 1)).float().mean())
+            row["frac_reward_all_wrong"] = float((saturated & (grouped[:, 0] == 0)).float().mean())
+        row.update(stats)
+        return row
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """Greedy pass@1 on the held-out problems."""
+        problems = list(self.task.eval_problems())[: self.eval_args.limit]
+        correct = 0.0
+        for i in range(0, len(problems), self.eval_args.batch_size):
+            chunk = self.task.rollout(self.engine, problems[i : i + self.eval_args.batch_size], 1, greedy=True)
+            correct += sum(v.reward for v in self.task.verify_all(chunk))
+        return correct / max(len(problems), 1)
+
+    def on_train_start(self) -> None:
+        if not self.evaluations:
+            self.evaluations.append({"step": 0, "accuracy": self.evaluate()})
+
+    # ------------------------------------------------------------------ Lightning plumbing
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(
+            [p for p in self.policy.parameters() if p.requires_grad] + self.extra_parameters(),
+            lr=self.optim_args.lr,
+            weight_decay=self.optim_args.weight_decay,
+        )
+        warmup = max(self.optim_args.warmup_steps, 1)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
+        return [optimizer], [scheduler]
+
+    def extra_parameters(self) -> list[torch.nn.Parameter]:
+        """Parameters beyond the policy's that the optimizer trains (PPO's value head)."""
+        return []
+
+    def state_dict(self, *args, **kwargs):
+        # The reference model is a frozen copy of the start; it is rebuilt, never saved.
+        state = super().state_dict(*args, **kwargs)
+        return {k: v for k, v in state.items() if not k.startswith("reference.")}
+
+    def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
+        return super().load_state_dict(state_dict, strict=False if self.reference is not None else strict, **kwargs)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["rlvr"] = {
+            "rl_step": self.rl_step,
+            "wall_clock_s": self.wall_clock_s,
+            "rollouts_total": self.rollouts_total,
+            "records": self.records,
+            "evaluations": self.evaluations,
+            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint["rlvr"]
+        self.rl_step, self.wall_clock_s = state["rl_step"], state["wall_clock_s"]
+        self.rollouts_total, self.records = state["rollouts_total"], state["records"]
+        self.evaluations = state["evaluations"]
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        np.random.set_state(state["rng"]["numpy"])
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return {
+            "schedule": asdict(self.schedule),
+            "sampling": asdict(self.sampling),
+            "optim": asdict(self.optim_args),
+            "update": asdict(self.update_args),
+            "evaluation": asdict(self.eval_args),
+        }
+
+
+@contextmanager
+def timed(timing: dict[str, float], stage: str):
+    start = time.perf_counter()
+    yield
+    timing[stage] = time.perf_counter() - start

@@ -1,0 +1,55 @@
+"""python -m harness run CONFIG [--results DIR] | leaderboard DIR"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the suites of a benchmark file, then publish leaderboards")
+    run.add_argument("config", type=Path)
+    run.add_argument("--results", type=Path, default=Path("results"), help="where runs and leaderboards go")
+    board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
+    board.add_argument("directory", type=Path)
+    args = parser.parse_args(argv)
+
+    from harness.config import ConfigError, load_benchmark
+
+    if args.command == "leaderboard":
+        from harness.leaderboard import publish
+
+        if not args.directory.is_dir():
+            print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
+            return 2
+        suite_dirs = sorted({p.parent.parent for p in args.directory.glob("*/*/run.json")})
+        try:
+            for suite_dir in suite_dirs:
+                publish(suite_dir)
+            board = publish(args.directory)
+        except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(board)
+        print(f"wrote {args.directory / 'leaderboard.md'}")
+        return 0
+
+    try:
+        benchmark = load_benchmark(args.config)
+    except ConfigError as error:
+        print(f"error: {args.config}: {error}", file=sys.stderr)
+        return 2
+    import torch
+
+    from harness.driver import run_benchmark
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    run_benchmark(benchmark, args.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""The benchmark file: what to run. Validated here, in one place, before anything runs.
+
+    suites:
+      - name: math-tiny
+        task: {class_path: tasks.math.MathTask, init_args: {...}}
+        model: {preset: tiny, warm_start: {steps: 2000}}
+        algorithms:
+          grpo: {class_path: algorithms.grpo.GRPO, init_args: {group_size: 8}}
+        seeds: [0]
+        schedule: {steps: 100, prompts_per_step: 16}
+        sampling: {...}; optim: {...}; update: {...}; evaluation: {...}
+
+An algorithm's init_args may also override the suite's sampling / optim / update / evaluation
+groups (e.g. a different learning rate for PPO). Every problem is a `ConfigError` whose message
+is one line naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+import yaml
+
+from algorithms.base import EvalArgs, OptimArgs, RLVRModule, Schedule, UpdateArgs
+from harness.engine import SamplingArgs
+from harness.models import ModelArgs, WarmStartArgs
+from harness.tiny import TinyConfig
+from tasks.base import Task
+
+GROUPS = {"schedule": Schedule, "sampling": SamplingArgs, "optim": OptimArgs, "update": UpdateArgs, "evaluation": EvalArgs}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class ClassSpec:
+    class_path: str
+    init_args: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self) -> type:
+        module, _, name = self.class_path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+@dataclass
+class Suite:
+    name: str
+    task: ClassSpec
+    algorithms: dict[str, ClassSpec]
+    seeds: list[int]
+    model: ModelArgs
+    groups: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
+
+    def algorithm_groups(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the algorithm's own init_args, its groups with overrides applied)."""
+        own, groups = {}, dict(self.groups)
+        for key, value in self.algorithms[algorithm].init_args.items():
+            if key in GROUPS:
+                groups[key] = dataclasses.replace(groups[key], **value)
+            else:
+                own[key] = value
+        return own, groups
+
+
+@dataclass
+class Benchmark:
+    suites: list[Suite]
+    cache_dir: Path
+
+
+def build_dataclass(cls, value: Any, where: str):
+    """A dataclass from a mapping, checking keys and scalar types."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, item in value.items():
+        if key not in names:
+            raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(names))})")
+        kwargs[key] = coerce(hints[key], item, f"{where}.{key}")
+    return cls(**kwargs)
+
+
+def coerce(hint, value, where: str):
+    if dataclasses.is_dataclass(hint):
+        return build_dataclass(hint, value, where)
+    origin, args = get_origin(hint), get_args(hint)
+    if args and type(None) in args:  # Optional[...]
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return coerce(inner[0], value, where) if len(inner) == 1 else value
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
+    if str(origin) == "typing.Literal" and value not in args:
+        raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}, got {value!r}")
+    return value
+
+
+def class_spec(value: Any, where: str, base: type) -> ClassSpec:
+    spec = build_dataclass(ClassSpec, value, where)
+    try:
+        cls = spec.resolve()
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r}") from None
+    if not (inspect.isclass(cls) and issubclass(cls, base)):
+        raise ConfigError(f"{where}.class_path: {spec.class_path} is not a {base.__name__}")
+    if not isinstance(spec.init_args, dict):
+        raise ConfigError(f"{where}.init_args: expected a mapping")
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    for key in spec.init_args:
+        if base is RLVRModule and key in GROUPS:
+            continue
+        if key not in params or key in ("self", "policy", "tokenizer", "task", "base") or (takes_any and key not in params):
+            raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
+    return spec
+
+
+SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", *GROUPS}
+
+
+def parse_suite(raw: Any, where: str) -> Suite:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    for key in raw:
+        if key not in SUITE_KEYS:
+            raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(SUITE_KEYS))})")
+    for key in ("name", "task", "algorithms"):
+        if key not in raw:
+            raise ConfigError(f"{where}.{key}: missing")
+    name = raw["name"]
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ConfigError(f"{where}.name: use letters, digits, '.', '_' and '-' (got {name!r})")
+    task = class_spec(raw["task"], f"{where}.task", Task)
+    if not isinstance(raw["algorithms"], dict) or not raw["algorithms"]:
+        raise ConfigError(f"{where}.algorithms: expected a non-empty mapping of name -> class_path/init_args")
+    algorithms = {}
+    for algo_name, spec in raw["algorithms"].items():
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(algo_name)):
+            raise ConfigError(f"{where}.algorithms.{algo_name}: use letters, digits, '.', '_' and '-'")
+        algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", RLVRModule)
+    seeds = raw.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise ConfigError(f"{where}.seeds: expected a non-empty list of integers")
+    model = build_dataclass(ModelArgs, raw.get("model", {}), f"{where}.model")
+    if model.preset not in (None, "tiny"):
+        raise ConfigError(f"{where}.model.preset: unknown preset {model.preset!r} (use 'tiny', or null with a path)")
+    if model.preset is None:
+        if not model.path:
+            raise ConfigError(f"{where}.model.path: required when preset is null")
+        if not Path(model.path).is_dir():
+            raise ConfigError(f"{where}.model.path: no such directory: {model.path}")
+    groups = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in GROUPS.items()}
+    suite = Suite(name, task, algorithms, seeds, model, groups)
+    check_values(suite, where)
+    return suite
+
+
+def check_values(suite: Suite, where: str) -> None:
+    s = suite.groups["schedule"]
+    if s.steps < 1:
+        raise ConfigError(f"{where}.schedule.steps: must be >= 1 (got {s.steps})")
+    if s.prompts_per_step < 1:
+        raise ConfigError(f"{where}.schedule.prompts_per_step: must be >= 1 (got {s.prompts_per_step})")
+    for name, spec in suite.algorithms.items():
+        own, groups = suite.algorithm_groups(name)
+        if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
+            raise ConfigError(f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})")
+        if groups["update"].minibatches < 1 or groups["update"].minibatches > s.prompts_per_step:
+            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step]")
+        if groups["update"].epochs < 1:
+            raise ConfigError(f"{where}.update.epochs: must be >= 1")
+        if groups["sampling"].temperature <= 0:
+            raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
+        if groups["sampling"].max_new_tokens < 1:
+            raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
+    if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
+        raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
+    for key in ("train_file", "eval_file"):
+        path = suite.task.init_args.get(key)
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config: no such file: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise ConfigError(f"config: not valid YAML{f' (line {mark.line + 1})' if mark else ''}") from None
+    if not isinstance(raw, dict) or "suites" not in raw:
+        raise ConfigError("suites: missing (the file needs a top-level 'suites:' list)")
+    for key in raw:
+        if key not in ("suites", "cache_dir"):
+            raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir)")
+    if not isinstance(raw["suites"], list) or not raw["suites"]:
+        raise ConfigError("suites: expected a non-empty list")
+    suites = [parse_suite(s, f"suites[{i}]") for i, s in enumerate(raw["suites"])]
+    names = [s.name for s in suites]
+    if len(set(names)) != len(names):
+        raise ConfigError("suites: two suites share a name")
+    cache = Path(raw.get("cache_dir", ".cache"))
+    return Benchmark(suites, cache if cache.is_absolute() else path.parent / cache)

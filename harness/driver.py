@@ -1,0 +1,119 @@
+"""Runs a benchmark: for each suite, task x algorithm x seed, one Lightning fit per run, then
+the suite's leaderboard. Finished runs are skipped; interrupted ones resume from their last
+checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.loggers import CSVLogger
+
+from harness.config import Benchmark, Suite
+from harness.leaderboard import publish
+from harness.models import load_policy, starting_weights
+from harness.records import StepRecorder, write_json
+
+log = logging.getLogger("harness")
+
+
+class StepIndices(torch.utils.data.Dataset):
+    """The loop's batches are step numbers; the prompts come from the module's own stream, keyed
+    by its step counter, so the data position is part of the checkpointed state."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def run_name(algorithm: str, seed: int) -> str:
+    return f"{algorithm}-seed{seed}"
+
+
+def run_benchmark(benchmark: Benchmark, results: Path) -> None:
+    quiet_libraries()
+    for suite in benchmark.suites:
+        for seed in suite.seeds:
+            for algorithm in suite.algorithms:
+                run_one(suite, algorithm, seed, results / suite.name, benchmark.cache_dir)
+        publish(results / suite.name)
+    publish(results)
+
+
+def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path) -> Path:
+    run_dir = suite_dir / run_name(algorithm, seed)
+    summary = run_dir / "run.json"
+    if summary.exists():
+        print(f"[{suite.name}] {run_dir.name}: finished earlier, skipped")
+        return run_dir
+    task = suite.task.resolve()(**suite.task.init_args)
+    task_key = {"class_path": suite.task.class_path, "init_args": suite.task.init_args}
+    started = time.perf_counter()
+    weights = starting_weights(suite.model, task, task_key, cache_dir)
+    preparation_s = time.perf_counter() - started
+    L.seed_everything(seed, verbose=False)
+    policy, tokenizer = load_policy(weights, suite.model.dtype)
+    policy.train()
+    own, groups = suite.algorithm_groups(algorithm)
+    groups["schedule"] = type(groups["schedule"])(**{**asdict(groups["schedule"]), "seed": seed})
+    module = suite.algorithms[algorithm].resolve()(policy=policy, tokenizer=tokenizer, task=task, **own, **groups)
+    recorder = StepRecorder(run_dir)
+    resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
+    print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
+    trainer = L.Trainer(
+        accelerator="auto",
+        devices=1,
+        max_epochs=-1,
+        logger=CSVLogger(run_dir, name="", version="logs"),
+        callbacks=[recorder, TQDMProgressBar()],
+        enable_checkpointing=False,  # StepRecorder checkpoints every step, atomically
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        log_every_n_steps=1,
+    )
+    trainer.fit(module, torch.utils.data.DataLoader(StepIndices(module.schedule.steps), batch_size=None), ckpt_path=resume, weights_only=False)
+    if module.rl_step < module.schedule.steps:
+        raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
+    write_json(
+        {
+            "suite": suite.name,
+            "task": suite.task.class_path.rsplit(".", 1)[-1],
+            "task_spec": task_key,
+            "algorithm": algorithm,
+            "algorithm_class": suite.algorithms[algorithm].class_path,
+            "algorithm_args": own,
+            "seed": seed,
+            "model": str(weights),
+            "rollouts_per_prompt": module.rollouts_per_prompt,
+            "steps": module.rl_step,
+            "wall_clock_s": module.wall_clock_s,
+            "warm_start_s": preparation_s,
+            "accuracy_before": module.evaluations[0]["accuracy"],
+            "accuracy_after": module.evaluations[-1]["accuracy"],
+            **module.hyperparameters(),
+        },
+        summary,
+    )
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
+    return run_dir
+
+
+def quiet_libraries() -> None:
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*modules? in eval mode.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*LitLogger.*")

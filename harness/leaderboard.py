@@ -1,0 +1,121 @@
+"""Leaderboards from run records: one row per (task, algorithm) aggregated over seeds, paired
+against GRPO on the same seeds, as parquet + markdown, with plots beside them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+
+from harness.records import write_atomic, write_parquet
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def ci95(values: pl.Series) -> float | None:
+    """Half-width of the 95% t-interval of the mean (None with fewer than two values)."""
+    n = len(values)
+    if n < 2:
+        return None
+    return T95.get(n - 1, 1.96) * float(values.std()) / math.sqrt(n)
+
+
+def run_table(suite_dir: Path) -> pl.DataFrame:
+    """One row per finished run of a suite."""
+    rows = []
+    for summary in sorted(suite_dir.glob("*/run.json")):
+        info = json.loads(summary.read_text())
+        metrics = pl.read_parquet(summary.parent / "metrics.parquet")
+        records = metrics["updates"].sum()
+        rows.append(
+            {
+                "suite": info["suite"],
+                "task": info["task"],
+                "algorithm": info["algorithm"],
+                "seed": info["seed"],
+                "steps": metrics.height,
+                "prompts_per_step": info["schedule"]["prompts_per_step"],
+                "rollouts_per_prompt": info["rollouts_per_prompt"],
+                "rollouts": int(metrics["rollouts"].sum()),
+                "wall_clock_s": float(metrics["wall_clock_s"].max()),
+                "accuracy_before": info["accuracy_before"],
+                "accuracy_after": info["accuracy_after"],
+                "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
+                "grad_norm_records": int(records),
+                "tokens_generated": int(metrics["tokens/generated"].sum()),
+                "reward_mean": float(metrics["reward"].mean()),
+            }
+        )
+    return pl.DataFrame(rows) if rows else pl.DataFrame()
+
+
+def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
+    """Mean over seeds with 95% intervals; speedup = GRPO's wall-clock / the algorithm's on the
+    same seed (a pair), averaged over the seeds both finished."""
+    grpo = runs.filter(pl.col("algorithm") == "grpo").select("suite", "task", "seed", pl.col("wall_clock_s").alias("grpo_s"))
+    paired = runs.join(grpo, on=["suite", "task", "seed"], how="left").with_columns(
+        (pl.col("grpo_s") / pl.col("wall_clock_s")).alias("speedup")
+    )
+    rows = []
+    for (suite, task, algorithm), g in paired.group_by(["suite", "task", "algorithm"], maintain_order=True):
+        gain = g["accuracy_after"] - g["accuracy_before"]
+        speedups = g["speedup"].drop_nulls()
+        rows.append(
+            {
+                "suite": suite,
+                "task": task,
+                "algorithm": algorithm,
+                "seeds": g.height,
+                "steps": int(g["steps"].max()),
+                "prompts/step": int(g["prompts_per_step"][0]),
+                "rollouts/prompt": int(g["rollouts_per_prompt"][0]),
+                "rollouts": int(g["rollouts"].mean()),
+                "wall_clock_s": float(g["wall_clock_s"].mean()),
+                "wall_clock_ci95": ci95(g["wall_clock_s"]),
+                "speedup_vs_grpo": float(speedups.mean()) if len(speedups) else None,
+                "acc_before": float(g["accuracy_before"].mean()),
+                "acc_after": float(g["accuracy_after"].mean()),
+                "acc_gain": float(gain.mean()),
+                "acc_gain_ci95": ci95(gain),
+                "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
+                "tokens_generated": int(g["tokens_generated"].mean()),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def markdown(frame: pl.DataFrame) -> str:
+    def cell(value) -> str:
+        if value is None:
+            return "–"
+        if isinstance(value, float):
+            return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+        return str(value)
+
+    header = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def publish(directory: Path) -> pl.DataFrame:
+    """Write DIR/leaderboard.{parquet,md} (and plots for a suite folder). DIR is either one
+    suite's folder (runs below it) or a results folder (suites below it)."""
+    directory = Path(directory)
+    suite_dirs = [directory] if any(directory.glob("*/run.json")) else [p.parent.parent for p in directory.glob("*/*/run.json")]
+    suite_dirs = sorted(set(suite_dirs))
+    runs = pl.concat([t for d in suite_dirs if (t := run_table(d)).height], how="diagonal_relaxed") if suite_dirs else pl.DataFrame()
+    if runs.is_empty():
+        raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
+    board = aggregate(runs)
+    write_parquet(board, directory / "leaderboard.parquet")
+    text = f"# Leaderboard: {directory.name}\n\n{markdown(board)}"
+    if len(suite_dirs) == 1:
+        from harness.plots import plot_suite
+
+        for image in plot_suite(suite_dirs[0]):
+            text += f"\n![{image.stem}]({image.name})\n"
+    write_atomic(directory / "leaderboard.md", lambda tmp: tmp.write_text(text))
+    return board

@@ -1,0 +1,150 @@
+"""Where a run's starting weights come from: the tiny preset or a local directory, optionally
+warm-started by supervised learning on the task's demonstrations, cached under a hash of
+everything that determines the result so that every run of a pair starts from the same weights
+and only the first pays for it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import lightning as L
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from harness.tiny import TinyConfig, save_tiny
+from tasks.base import Task
+
+WARM_START_VERSION = 1  # bump when the warm-start recipe changes, to invalidate caches
+
+
+@dataclass
+class WarmStartArgs:
+    """Supervised phase on (prompt, demonstration) pairs; loss on the completion only."""
+
+    steps: int = 2000
+    batch_size: int = 64
+    lr: float = 1e-3
+    seed: int = 0
+
+
+@dataclass
+class ModelArgs:
+    preset: str | None = "tiny"
+    """'tiny' builds the embedded Qwen3 from `tiny`; None loads `path`."""
+    path: str | None = None
+    """A local directory that AutoModelForCausalLM / AutoTokenizer load (e.g. Qwen3-8B)."""
+    tiny: TinyConfig = field(default_factory=TinyConfig)
+    warm_start: WarmStartArgs | None = field(default_factory=WarmStartArgs)
+    """None: start RL from the weights as they are."""
+    dtype: str = "float32"
+
+
+def load_policy(directory: str | Path, dtype: str = "float32"):
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))
+    return model, tokenizer
+
+
+def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Path) -> Path:
+    """The directory of the weights RL starts from, building and caching them if needed."""
+    if model.preset is None and model.warm_start is None:
+        return Path(model.path)
+    recipe = {
+        "version": WARM_START_VERSION,
+        "base": model.path if model.preset is None else {"tiny": asdict(model.tiny)},
+        "task": task_key,
+        "warm_start": asdict(model.warm_start) if model.warm_start else None,
+    }
+    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    target = cache_dir / "policies" / key
+    if (target / "recipe.json").exists():
+        return target
+    staging = target.with_name(key + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    if model.preset == "tiny":
+        save_tiny(model.tiny, staging)
+        base = staging
+    else:
+        base = Path(model.path)
+    if model.warm_start is not None:
+        policy, tokenizer = load_policy(base, model.dtype)
+        report = warm_start(policy, tokenizer, task, model.warm_start)
+        policy.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        recipe["report"] = report
+    (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
+    staging.rename(target)  # atomic: a cache entry is complete or absent
+    return target
+
+
+class Demonstrations(torch.utils.data.IterableDataset):
+    """Endless seeded batches of prompt + completion + EOS; labels -100 on the prompt."""
+
+    def __init__(self, pairs, tokenizer, batch_size: int, seed: int):
+        self.pairs, self.tokenizer, self.batch_size, self.seed = pairs, tokenizer, batch_size, seed
+
+    def __iter__(self):
+        rng = random.Random(self.seed)
+        tok = self.tokenizer
+        while True:
+            batch = rng.sample(self.pairs, min(self.batch_size, len(self.pairs)))
+            rows = []
+            for prompt, completion in batch:
+                p = tok(prompt, add_special_tokens=False).input_ids
+                c = tok(completion, add_special_tokens=False).input_ids + [tok.eos_token_id]
+                rows.append((p + c, [-100] * len(p) + c))
+            width = max(len(ids) for ids, _ in rows)
+            input_ids = torch.full((len(rows), width), tok.pad_token_id)
+            labels = torch.full((len(rows), width), -100)
+            attention = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, (ids, lab) in enumerate(rows):  # right padding: positions start at 0
+                input_ids[i, : len(ids)] = torch.tensor(ids)
+                labels[i, : len(lab)] = torch.tensor(lab)
+                attention[i, : len(ids)] = 1
+            yield {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+
+class SupervisedWarmStart(L.LightningModule):
+    def __init__(self, policy, args: WarmStartArgs):
+        super().__init__()
+        self.policy, self.args = policy, args
+
+    def training_step(self, batch, batch_idx):
+        loss = self.policy(**batch).loss
+        self.log("loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=self.args.lr, weight_decay=0.01)
+        # Short warm-up then cosine decay, so the cached base is a settled point, not mid-swing.
+        warmup = max(1, self.args.steps // 20)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda s: min(1.0, (s + 1) / warmup)
+            * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * min(s, self.args.steps) / self.args.steps)).item()),
+        )
+        return [optimizer], [{"scheduler": schedule, "interval": "step"}]
+
+
+def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
+    pairs = list(task.demonstrations())
+    if not pairs:
+        raise ValueError("warm_start: the task has no demonstrations")
+    L.seed_everything(args.seed, verbose=False)
+    module = SupervisedWarmStart(policy, args)
+    trainer = L.Trainer(
+        max_steps=args.steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+        enable_model_summary=False, log_every_n_steps=50,
+    )
+    data = torch.utils.data.DataLoader(Demonstrations(pairs, tokenizer, args.batch_size, args.seed), batch_size=None)
+    import time
+
+    started = time.perf_counter()
+    trainer.fit(module, data)
+    return {"seconds": time.perf_counter() - started, "final_loss": float(trainer.callback_metrics["loss"])}

@@ -1,0 +1,76 @@
+"""The embedded default policy: a tiny Qwen3 built from a config, with a character-level tokenizer.
+
+Nothing is downloaded. The tokenizer is a `tokenizers` BPE with no merges over printable ASCII, so
+every character is one token; that keeps the vocabulary (and the [T, V] logits) tiny and makes
+any task's text representable. `save_tiny` writes a directory that AutoTokenizer and
+AutoModelForCausalLM load like any other checkpoint.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+
+PAD, EOS = "<|pad|>", "<|endoftext|>"
+CHARACTERS = [c for c in string.printable if c not in "\r\x0b\x0c"]  # 97: ASCII + space, \t, \n
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """Shape of the embedded Qwen3. Defaults give about 0.4M parameters: small enough that a
+    100-step GRPO run fits a 2-core CPU, large enough to learn multi-digit arithmetic."""
+
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 3
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 32
+    max_position_embeddings: int = 1024
+    init_seed: int = 0
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {token: i for i, token in enumerate([PAD, EOS, *CHARACTERS])}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left"
+    )
+
+
+def build_model(config: TinyConfig, tokenizer: PreTrainedTokenizerFast) -> torch.nn.Module:
+    qwen_config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        head_dim=config.head_dim,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(config.init_seed)
+    return AutoModelForCausalLM.from_config(qwen_config, dtype=torch.float32)
+
+
+def save_tiny(config: TinyConfig, directory: Path) -> Path:
+    """Write an untrained tiny model and its tokenizer to `directory` (from_pretrained-loadable)."""
+    tokenizer = build_tokenizer()
+    model = build_model(config, tokenizer)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    (directory / "tiny_config.txt").write_text(repr(asdict(config)))
+    return directory

@@ -1,0 +1,59 @@
+"""What a task is: problems, a verifier, demonstrations for the warm start, and (by default)
+single-turn rollouts. A new task family is a subclass named by class path in the YAML."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from harness.engine import RolloutEngine, Rollouts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's judgement of one rollout: reward in [0, 1] and feedback a model can read."""
+
+    reward: float
+    feedback: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt. `answer` is for the verifier only; `demonstration` is a worked completion for
+    the warm start (empty where the task has none)."""
+
+    id: str
+    prompt: str
+    answer: str
+    demonstration: str = ""
+
+
+class Task(abc.ABC):
+    """A task family. Splits must be deterministic in the task's arguments (seeded)."""
+
+    @abc.abstractmethod
+    def train_problems(self) -> Sequence[Problem]: ...
+
+    @abc.abstractmethod
+    def eval_problems(self) -> Sequence[Problem]: ...
+
+    @abc.abstractmethod
+    def verify(self, problem: Problem, completion: str) -> Verdict: ...
+
+    def demonstrations(self) -> Sequence[tuple[str, str]]:
+        """(prompt, completion) pairs for the supervised warm start."""
+        return [(p.prompt, p.demonstration) for p in self.train_problems() if p.demonstration]
+
+    def rollout(
+        self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False
+    ) -> Rollouts:
+        """Stage 1 for single-turn tasks: `per_problem` completions of each prompt, grouped by
+        prompt. Multi-turn tasks override this with their environment loop."""
+        repeated = [p for p in problems for _ in range(per_problem)]
+        return engine.generate(repeated, greedy=greedy)
+
+    def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
+        """Stage 2. Tasks with slow verifiers (running code) override this to work in parallel."""
+        return [self.verify(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
