@@ -9,10 +9,12 @@ import hashlib
 import json
 import random
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -137,14 +139,13 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
     if not pairs:
         raise ValueError("warm_start: the task has no demonstrations")
     L.seed_everything(args.seed, verbose=False)
+    policy.train()
     module = SupervisedWarmStart(policy, args)
     trainer = L.Trainer(
         max_steps=args.steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_model_summary=False, log_every_n_steps=50,
+        enable_model_summary=False, log_every_n_steps=50, callbacks=[TQDMProgressBar(refresh_rate=20)],
     )
     data = torch.utils.data.DataLoader(Demonstrations(pairs, tokenizer, args.batch_size, args.seed), batch_size=None)
-    import time
-
     started = time.perf_counter()
     trainer.fit(module, data)
     return {"seconds": time.perf_counter() - started, "final_loss": float(trainer.callback_metrics["loss"])}

@@ -47,6 +47,6 @@ class StepRecorder(L.Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         last = module.rl_step >= module.schedule.steps
         if module.rl_step % self.checkpoint_every == 0 or last:
-            write_atomic(self.checkpoint_path, trainer.save_checkpoint)
+            write_atomic(self.checkpoint_path, lambda tmp: trainer.save_checkpoint(tmp, weights_only=False))
         write_parquet(records_frame(module.records), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(module.evaluations), self.run_dir / "eval.parquet")

@@ -1,0 +1,86 @@
+"""Bad input: one line naming the field, exit code 2, no traceback, nothing written."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.__main__ import main
+
+GOOD = {
+    "suites": [
+        {
+            "name": "s",
+            "task": {"class_path": "tasks.math.MathTask", "init_args": {"eval_size": 10}},
+            "model": {"preset": "tiny", "warm_start": {"steps": 5}},
+            "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}}},
+            "schedule": {"steps": 2, "prompts_per_step": 2},
+        }
+    ]
+}
+
+
+def mutate(path: str, value):
+    config = yaml.safe_load(yaml.safe_dump(GOOD))
+    *parents, last = path.split(".")
+    node = config["suites"][0]
+    for key in parents:
+        node = node[key]
+    if value is DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return config
+
+
+DELETE = object()
+
+CASES = [
+    ("unknown suite key", mutate("stepz", 3), "suites[0].stepz: unknown key"),
+    ("unknown nested key", mutate("schedule.stepz", 3), "suites[0].schedule.stepz: unknown key"),
+    ("unknown algorithm", mutate("algorithms.grpo.class_path", "algorithms.nope.Nope"), "suites[0].algorithms.grpo.class_path: cannot import"),
+    ("not an algorithm", mutate("algorithms.grpo.class_path", "tasks.math.MathTask"), "is not a RLVRModule"),
+    ("unknown algorithm argument", mutate("algorithms.grpo.init_args", {"groupsize": 4}), "init_args.groupsize: GRPO takes no argument"),
+    ("unknown task", mutate("task.class_path", "tasks.nope.Task"), "suites[0].task.class_path: cannot import"),
+    ("missing model dir", mutate("model", {"preset": None, "path": "/nonexistent/model"}), "suites[0].model.path: no such directory"),
+    ("missing data file", mutate("task.init_args", {"train_file": "/nonexistent/train.jsonl"}), "suites[0].task.init_args.train_file: no such file"),
+    ("steps < 1", mutate("schedule.steps", 0), "suites[0].schedule.steps: must be >= 1"),
+    ("prompts < 1", mutate("schedule.prompts_per_step", 0), "suites[0].schedule.prompts_per_step: must be >= 1"),
+    ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: a group needs >= 2"),
+    ("wrong type", mutate("schedule.steps", "many"), "suites[0].schedule.steps: expected int"),
+    ("missing task", mutate("task", DELETE), "suites[0].task: missing"),
+]
+
+
+@pytest.mark.parametrize("name, config, message", CASES, ids=[c[0] for c in CASES])
+def test_bad_config_is_one_line_exit_2(tmp_path, capsys, name, config, message):
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(config))
+    results = tmp_path / "results"
+    assert main(["run", str(path), "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not results.exists()
+
+
+def test_missing_config_file(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_cli_exit_code_in_a_real_process(tmp_path):
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(mutate("schedule.steps", 0)))
+    done = subprocess.run([sys.executable, "-m", "harness", "run", str(path)], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "schedule.steps" in done.stderr
+
+
+def test_repository_benchmarks_file_is_valid():
+    from harness.config import load_benchmark
+
+    benchmark = load_benchmark(Path(__file__).parents[1] / "benchmarks.yaml")
+    assert benchmark.suites

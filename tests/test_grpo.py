@@ -1,0 +1,33 @@
+import torch
+
+from algorithms.grpo import group_advantages
+
+
+def direct(rewards, eps=1e-4, scale_by_std=True):
+    out = []
+    for group in rewards.tolist():
+        mean = sum(group) / len(group)
+        std = (sum((r - mean) ** 2 for r in group) / (len(group) - 1)) ** 0.5
+        out.append([(r - mean) / (std + eps) if scale_by_std else r - mean for r in group])
+    return torch.tensor(out)
+
+
+def test_matches_direct_computation():
+    rewards = torch.tensor([[1.0, 0, 0, 1, 1, 0, 0, 0], [0.2, 0.9, 0.5, 0.5, 0.1, 0.0, 1.0, 0.3]])
+    torch.testing.assert_close(group_advantages(rewards), direct(rewards))
+    torch.testing.assert_close(group_advantages(rewards, scale_by_std=False), direct(rewards, scale_by_std=False))
+    torch.testing.assert_close(group_advantages(rewards, eps=0.5), direct(rewards, eps=0.5))
+
+
+def test_saturated_groups_are_exactly_zero():
+    rewards = torch.tensor([[1.0] * 8, [0.0] * 8, [0.1] * 8, [0.3] * 3 + [0.3] * 5])
+    advantages = group_advantages(rewards)
+    assert (advantages == 0).all()
+    mixed = torch.tensor([[0.1] * 7 + [0.2], [0.7] * 8])
+    advantages = group_advantages(mixed)
+    assert (advantages[1] == 0).all() and (advantages[0] != 0).all()
+
+
+def test_advantages_sum_to_zero_per_group():
+    rewards = torch.rand(5, 8)
+    assert group_advantages(rewards).sum(-1).abs().max() < 1e-4

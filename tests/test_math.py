@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from tasks.base import Verdict
+from tasks.math import Arithmetic, MathTask, check_answer, final_answer, generate_problem, load_gsm8k
+
+
+@pytest.mark.parametrize(
+    "completion, reward",
+    [
+        (" 3*4=12 5+12=17 #### 17", 1.0),  # right
+        (" 3*4=12 5+12=18 #### 18", 0.0),  # wrong
+        (" #### 17.0", 1.0),  # numerically equal forms
+        (" #### 34/2", 1.0),
+        (" #### 1,7", 1.0),  # thousands separator stripped: 17
+        (" #### seventeen", 0.0),  # malformed
+        (" 5+12=17", 0.0),  # no final answer
+        ("", 0.0),
+        (" #### ", 0.0),
+    ],
+)
+def test_verifier_rewards(completion, reward):
+    assert check_answer("17", completion).reward == reward
+
+
+def test_feedback_says_what_was_wrong():
+    assert check_answer("73", " #### 71") == Verdict(0.0, "expected 73, got 71")
+    assert check_answer("73", " 70+3=73").feedback.startswith("no final answer found")
+    assert check_answer("-4", " #### -4").reward == 1.0
+
+
+def test_final_answer_takes_the_last_mark_and_its_line():
+    assert final_answer("#### 1\n#### 2\nmore text") == "2"
+    assert final_answer("no mark") is None
+
+
+def test_worked_solution_is_correct_arithmetic():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        expression, steps, answer = generate_problem(rng, Arithmetic(operands=4))
+        assert int(answer) == eval(expression)  # the generator's own arithmetic, checked by Python
+        for step in steps.split():
+            lhs, rhs = step.rsplit("=", 1)
+            assert eval(lhs) == int(rhs)
+
+
+def test_splits_are_seeded_and_disjoint():
+    a, b = MathTask(train_size=3000, eval_size=1000, seed=7), MathTask(train_size=3000, eval_size=1000, seed=7)
+    assert [p.id for p in a.eval_problems()] == [p.id for p in b.eval_problems()]
+    assert [p.id for p in a.train_problems()] == [p.id for p in b.train_problems()]
+    assert not {p.id for p in a.train_problems()} & {p.id for p in a.eval_problems()}
+    assert len(a.eval_problems()) == 1000
+    other = MathTask(train_size=3000, eval_size=1000, seed=8)
+    assert [p.id for p in other.eval_problems()] != [p.id for p in a.eval_problems()]
+
+
+def test_demonstrations_verify():
+    task = MathTask(train_size=200, eval_size=50)
+    assert all(task.verify(p, p.demonstration).reward == 1.0 for p in task.train_problems())
+
+
+def test_gsm8k_loader(tmp_path):
+    path = tmp_path / "train.jsonl"
+    rows = [
+        {"question": "Tom has 3 apples and buys 4. How many?", "answer": "3+4=<<3+4=7>>7\n#### 7"},
+        {"question": "Big", "answer": "#### 1,200"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    problems = load_gsm8k(path)
+    assert [p.answer for p in problems] == ["7", "1200"]
+    assert problems[0].prompt == "Q: Tom has 3 apples and buys 4. How many?\nA:"
+    task = MathTask(train_file=str(path), eval_file=str(path))
+    assert task.verify(problems[1], "so #### 1200").reward == 1.0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "answer": "no mark"}))
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        load_gsm8k(bad)
