@@ -1,16 +1,75 @@
-"""HP-RLVR (Hindsight-Privileged RLVR)."""
+"""HP-RLVR: Hindsight-Privileged RLVR (single rollout, hindsight token credit).
+
+One rollout y = y_1..y_T per prompt x, verdict (r, f). The generating snapshot pi_old scores
+each eligible token twice:
+
+    causal view     p_t = pi_old( . | x, y_<t)
+    hindsight view  q_t = pi_old( . | H_s, x, y_<t)      t in segment s of K contiguous segments
+
+where the privileged block H_s holds what the rollout did after segment s and the verifier's
+feedback, never segment s itself (a token in its own context would just be copied). Then
+
+    w_t = JSD(p_t, q_t) / ln 2                     in [0, 1]
+    b(x) = historical baseline (earlier steps only)
+    A_t = w_t * (r - b(x))   on eligible tokens    |A_t| <= 1
+
+and the shared clipped surrogate does the rest. No reference solution, no critic.
+Sections below follow that order: arguments, the weight, the hindsight view, the baseline,
+the credit, and the warm-start examples that teach a tiny model to read the block.
+"""
 
 from __future__ import annotations
 
 import math
+import random
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor
+
+from algorithms.base import RLVRModule
+from harness.engine import Rollouts, position_ids
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
 F = torch.nn.functional
 
 _LN2 = math.log(2.0)
+
+
+# ---- Arguments
+
+
+@dataclass
+class HindsightTemplate:
+    """Text around the privileged block. The block goes before the prompt, so the scored tokens
+    keep the exact positions-after-prompt they had when sampled:
+
+        [hindsight] later: <ids of later segments> | verifier: <feedback> [/hindsight]
+        Q: 37+8*5\nA: <y_1 .. y_t-1> -> scores y_t
+    """
+
+    open: str = "[hindsight] later:"
+    feedback: str = " | verifier: "
+    close: str = " [/hindsight]\n"
+    truncated: str = " ..."
+    max_future_tokens: int = 256
+    """A longer future keeps its first tokens and ends with `truncated`; scored tokens are never cut."""
+
+
+@dataclass
+class BaselineArgs:
+    """Per-prompt discounted Beta tracker (as in single-stream policy optimization), shrunk
+    toward the task-wide running mean reward."""
+
+    discount: float = 0.9
+    """Forgetting factor of a prompt's pseudo-counts between its visits."""
+    prior_strength: float = 2.0
+    """Pseudo-counts of the task-wide mean in every prompt's estimate."""
+    mean_momentum: float = 0.9
+    """EMA momentum of the task-wide mean, updated once per step."""
+    initial_mean: float = 0.5
+    """Task-wide mean before any rollout has been seen."""
 
 
 # ---- Token weight: normalized Jensen-Shannon divergence between the causal and hindsight views
@@ -43,3 +102,253 @@ def jsd_weights(causal_logits: Tensor, hindsight_logits: Tensor, temperature: fl
         kl_q = torch.where(log_q > -math.inf, log_q.exp() * (log_q - log_m), 0.0).sum(-1)
         flat_out[rows] = (0.5 * (kl_p + kl_q) / _LN2).clamp_(0.0, 1.0)
     return out
+
+
+# ---- Hindsight view: the rollout's own tokens, scored after a block that holds their future
+
+
+@dataclass
+class HindsightBatch:
+    """One sequence per (rollout, segment). Column `hindsight_cols[j]` of row `hindsight_rows[j]`
+    holds the same token id as column `causal_cols[j]` of rollout `causal_rows[j]`."""
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    causal_rows: Tensor
+    causal_cols: Tensor
+    hindsight_rows: Tensor
+    hindsight_cols: Tensor
+    segment_of: Tensor  # segment index of each scored token
+    block_spans: list[tuple[int, int]]  # [start, end) of each row's block, for tests and rendering
+
+
+def segment_bounds(start: int, length: int, segments: int) -> list[tuple[int, int]]:
+    """K contiguous, non-empty spans covering [start, start + length), sizes differing by <= 1."""
+    k = min(segments, length)
+    sizes = [length // k + (i < length % k) for i in range(k)]
+    bounds, at = [], start
+    for size in sizes:
+        bounds.append((at, at + size))
+        at += size
+    return bounds
+
+
+def render_block(tokenizer, template: HindsightTemplate, future: list[int], feedback: str) -> list[int]:
+    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    if future and future[-1] == tokenizer.eos_token_id:
+        future = future[:-1]  # "it ended" is no information; an EOS mid-sequence would be noise
+    if len(future) > template.max_future_tokens:
+        future = future[: template.max_future_tokens] + encode(template.truncated)
+    return encode(template.open) + future + encode(template.feedback + feedback) + encode(template.close)
+
+
+def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: HindsightTemplate) -> HindsightBatch:
+    rows, spans, causal, hindsight, segment_of = [], [], [], [], []
+    for i in range(len(rollouts)):
+        ids = rollouts.input_ids[i].tolist()
+        cols = rollouts.eligible[i].nonzero().flatten().tolist()
+        if not cols:
+            continue
+        first, end = cols[0], cols[-1] + 1
+        prompt = [ids[c] for c in range(first) if rollouts.attention_mask[i, c]]
+        for s, (a, b) in enumerate(segment_bounds(first, end - first, segments)):
+            block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback)
+            row = len(rows)
+            rows.append(block + prompt + ids[first:b])
+            spans.append((0, len(block)))
+            offset = len(block) + len(prompt) - first
+            causal += [(i, t) for t in range(a, b)]
+            hindsight += [(row, t + offset) for t in range(a, b)]
+            segment_of += [s] * (b - a)
+    width = max(map(len, rows))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    shift = [width - len(r) for r in rows]  # left padding moves every column of a row right
+    hindsight = [(r, c + shift[r]) for r, c in hindsight]
+    spans = [(a + shift[r], b + shift[r]) for r, (a, b) in enumerate(spans)]
+    as_tensor = lambda pairs, k: torch.tensor([p[k] for p in pairs])  # noqa: E731
+    return HindsightBatch(
+        input_ids, mask, as_tensor(causal, 0), as_tensor(causal, 1), as_tensor(hindsight, 0),
+        as_tensor(hindsight, 1), torch.tensor(segment_of), spans,
+    )
+
+
+@torch.no_grad()
+def next_token_hidden(model, input_ids: Tensor, attention_mask: Tensor, rows: Tensor, cols: Tensor, batch_size: int) -> Tensor:
+    """Final hidden states that predict the tokens at (rows, cols), i.e. taken at cols - 1.
+    Only these are projected to the vocabulary later, so no [B, T, V] tensor is ever built."""
+    out = []
+    for start in range(0, input_ids.shape[0], batch_size):
+        ids, mask = input_ids[start : start + batch_size], attention_mask[start : start + batch_size]
+        hidden = model.base_model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).last_hidden_state
+        pick = (rows >= start) & (rows < start + batch_size)
+        out.append((pick.nonzero().flatten(), hidden[rows[pick] - start, cols[pick] - 1]))
+    order = torch.cat([o[0] for o in out])
+    gathered = torch.cat([o[1] for o in out])
+    return gathered[order.argsort()]
+
+
+# ---- Historical baseline: b(x) from earlier steps only
+
+
+class HistoricalBaseline:
+    """b(x) = (alpha_x + n0 * m) / (alpha_x + beta_x + n0), with (alpha_x, beta_x) the discounted
+    success / failure counts of x's earlier rollouts and m the task-wide running mean. A prompt
+    never seen gets b = m. `update` runs after the step's credit, so the current reward never
+    enters its own baseline."""
+
+    def __init__(self, args: BaselineArgs):
+        self.args = args
+        self.counts: dict[str, tuple[float, float]] = {}
+        self.task_mean = args.initial_mean
+
+    def __call__(self, prompt_ids: list[str]) -> Tensor:
+        n0, m = self.args.prior_strength, self.task_mean
+        values = []
+        for pid in prompt_ids:
+            alpha, beta = self.counts.get(pid, (0.0, 0.0))
+            values.append((alpha + n0 * m) / (alpha + beta + n0))
+        return torch.tensor(values)
+
+    def update(self, prompt_ids: list[str], rewards: Tensor) -> None:
+        d = self.args.discount
+        for pid, r in zip(prompt_ids, rewards.tolist()):
+            alpha, beta = self.counts.get(pid, (0.0, 0.0))
+            self.counts[pid] = (d * alpha + r, d * beta + (1.0 - r))
+        mu = self.args.mean_momentum
+        self.task_mean = mu * self.task_mean + (1 - mu) * float(rewards.mean())
+
+    def state_dict(self) -> dict:
+        return {"counts": dict(self.counts), "task_mean": self.task_mean}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.counts, self.task_mean = dict(state["counts"]), state["task_mean"]
+
+
+# ---- The algorithm
+
+
+class HPRLVR(RLVRModule):
+    rollouts_per_prompt = 1
+
+    def __init__(
+        self,
+        segments: int = 4,
+        weighting: Literal["hindsight", "uniform", "mean-rescaled"] = "hindsight",
+        rescale_clip: float = 5.0,
+        template: HindsightTemplate | dict | None = None,
+        baseline: BaselineArgs | dict | None = None,
+        scoring_batch_size: int = 256,
+        **base,
+    ):
+        """segments: K, hindsight passes per rollout. weighting: 'hindsight' (w = JSD, the method),
+        'uniform' (w = 1: single-rollout REINFORCE with the same baseline), 'mean-rescaled'
+        (w / mean of the rollout's w, clipped at `rescale_clip`)."""
+        super().__init__(**base)
+        self.segments, self.weighting, self.rescale_clip = segments, weighting, rescale_clip
+        self.template = HindsightTemplate(**template) if isinstance(template, dict) else template or HindsightTemplate()
+        baseline = BaselineArgs(**baseline) if isinstance(baseline, dict) else baseline or BaselineArgs()
+        self.baseline = HistoricalBaseline(baseline)
+        self.scoring_batch_size = scoring_batch_size
+
+    def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
+        rewards = rollouts.rewards
+        prompt_ids = [p.id for p in rollouts.problems]
+        baseline = self.baseline(prompt_ids)  # before this step's rewards are seen
+        self.baseline.update(prompt_ids, rewards)
+        if self.weighting == "uniform":
+            weights, stats = rollouts.eligible.float(), {}
+        else:
+            weights, stats = self.hindsight_weights(rollouts)
+            if self.weighting == "mean-rescaled":
+                mean = (weights.sum(-1, keepdim=True) / rollouts.eligible.sum(-1, keepdim=True).clamp(min=1)).clamp(min=1e-8)
+                weights = (weights / mean).clamp(max=self.rescale_clip) * rollouts.eligible
+        advantages = weights * (rewards - baseline)[:, None]  # A_t = w_t (r - b(x))
+        stats["credit/baseline_mean"] = float(baseline.mean())
+        stats["credit/weight_mean"] = float(weights.sum() / rollouts.eligible.sum().clamp(min=1))
+        return advantages, stats
+
+    @torch.no_grad()
+    def hindsight_weights(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
+        views = hindsight_views(rollouts, self.segments, self.tokenizer, self.template)
+        was_training = self.policy.training
+        self.policy.eval()
+        bs = self.scoring_batch_size
+        causal_h = next_token_hidden(self.policy, rollouts.input_ids, rollouts.attention_mask, views.causal_rows, views.causal_cols, bs)
+        hindsight_h = next_token_hidden(self.policy, views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols, bs)
+        self.policy.train(was_training)
+        head = self.policy.get_output_embeddings()
+        temperature = self.sampling.temperature
+        realized = rollouts.input_ids[views.causal_rows, views.causal_cols]
+        w, agree, realized_top = [], [], []
+        for start in range(0, len(realized), 1024):  # project to the vocabulary a chunk at a time
+            p_logits, q_logits = head(causal_h[start : start + 1024]), head(hindsight_h[start : start + 1024])
+            w.append(jsd_weights(p_logits, q_logits, temperature))
+            agree.append(p_logits.argmax(-1) == q_logits.argmax(-1))
+            realized_top.append(q_logits.argmax(-1) == realized[start : start + 1024])
+        w = torch.cat(w)
+        weights = torch.zeros(rollouts.input_ids.shape)
+        weights[views.causal_rows, views.causal_cols] = w
+        success = rollouts.rewards[views.causal_rows] > 0.5
+        stats = {
+            "hindsight/w_mean_success": float(w[success].mean()) if success.any() else float("nan"),
+            "hindsight/w_std_success": float(w[success].std()) if success.sum() > 1 else float("nan"),
+            "hindsight/w_mean_failure": float(w[~success].mean()) if (~success).any() else float("nan"),
+            "hindsight/w_std_failure": float(w[~success].std()) if (~success).sum() > 1 else float("nan"),
+            "hindsight/w_median": float(w.median()),
+            "hindsight/w_gini": gini(w),
+            "hindsight/top1_agree": float(torch.cat(agree).float().mean()),
+            "hindsight/top1_realized": float(torch.cat(realized_top).float().mean()),
+            "hindsight/scored_tokens": int(len(w)),
+            "hindsight/sequences": int(views.input_ids.shape[0]),
+        }
+        return weights, stats
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["rlvr"]["baseline"] = self.baseline.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        self.baseline.load_state_dict(checkpoint["rlvr"]["baseline"])
+
+
+def gini(values: Tensor) -> float:
+    """0 when every token weighs the same, near 1 when a few tokens carry all the weight."""
+    v = values.flatten().sort().values.double()
+    n = v.numel()
+    if n == 0 or v.sum() <= 0:
+        return 0.0
+    index = torch.arange(1, n + 1, dtype=torch.float64)
+    return float(((2 * index - n - 1) * v).sum() / (n * v.sum()))
+
+
+# ---- Warm-start examples that teach a small model to read the block
+#
+# A pretrained model can use a block of hindsight in context; a tiny model warm-started on plain
+# demonstrations cannot. These examples lay demonstrations out exactly as `hindsight_views`
+# does and train only the scored segment. Successful ones teach "the later tokens in the block
+# follow"; failed ones (a task-made slip, e.g. one wrong step propagated) keep the failed
+# trajectory as input and target the correct token at the first slip, so that under hindsight
+# the model disagrees with exactly the token that went wrong.
+
+
+def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, segments: int, rng: random.Random):
+    """(input_ids, labels) of one hindsight-format warm-start example (labels -100 = no loss)."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    right = encode(problem.demonstration) + [tokenizer.eos_token_id]
+    wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
+    if wrong_text is None:
+        realized, targets, feedback = right, right, task.verify(problem, problem.demonstration).feedback
+    else:
+        realized = encode(wrong_text) + [tokenizer.eos_token_id]
+        slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
+        targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
+        feedback = task.verify(problem, wrong_text).feedback
+    a, b = rng.choice(segment_bounds(0, len(realized), segments))
+    block = render_block(tokenizer, template, realized[b:], feedback)
+    prefix = block + encode(problem.prompt)
+    input_ids = prefix + realized[:b]
+    labels = [-100] * (len(prefix) + a) + targets[a:b]
+    return input_ids, labels

@@ -23,8 +23,9 @@ class SamplingArgs:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 48
-    batch_size: int = 256
-    """Rollouts per generate call; more rows than this are generated in chunks."""
+    batch_size: int = 512
+    """Rollouts per generate call; more rows than this are generated in chunks. Generation on a
+    small model is bound by the token-by-token loop, not the batch, so larger is faster."""
 
 
 @dataclass

@@ -6,6 +6,7 @@ and only the first pays for it."""
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import random
 import shutil
@@ -31,7 +32,16 @@ class WarmStartArgs:
     steps: int = 2000
     batch_size: int = 64
     lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    """Cosine decay ends at this fraction of `lr`, not at 0: RL then continues at a learning
+    rate below the one the warm start ended on, instead of re-warming out of a basin that a
+    decay to zero had settled into (which costs points before RL has done anything)."""
     seed: int = 0
+    hindsight_fraction: float = 0.0
+    """Share of examples laid out in HP-RLVR's hindsight format (algorithms.hp_rlvr), so that a
+    tiny model learns to read the privileged block. Every algorithm of a suite starts from the
+    same weights, so this is part of the suite's base model, not of HP-RLVR's run."""
+    hindsight_segments: int = 4
 
 
 @dataclass
@@ -86,21 +96,32 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
 
 
 class Demonstrations(torch.utils.data.IterableDataset):
-    """Endless seeded batches of prompt + completion + EOS; labels -100 on the prompt."""
+    """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
+    `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
 
-    def __init__(self, pairs, tokenizer, batch_size: int, seed: int):
-        self.pairs, self.tokenizer, self.batch_size, self.seed = pairs, tokenizer, batch_size, seed
+    def __init__(self, task: Task, tokenizer, batch_size: int, seed: int, hindsight_fraction: float = 0.0, segments: int = 4):
+        self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
+        self.hindsight_fraction, self.segments = hindsight_fraction, segments
+
+    def plain(self, prompt: str, completion: str) -> tuple[list[int], list[int]]:
+        tok = self.tokenizer
+        p = tok(prompt, add_special_tokens=False).input_ids
+        c = tok(completion, add_special_tokens=False).input_ids + [tok.eos_token_id]
+        return p + c, [-100] * len(p) + c
 
     def __iter__(self):
+        from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
+
         rng = random.Random(self.seed)
-        tok = self.tokenizer
+        tok, template = self.tokenizer, HindsightTemplate()
+        problems = [p for p in self.task.train_problems() if p.demonstration]
         while True:
-            batch = rng.sample(self.pairs, min(self.batch_size, len(self.pairs)))
             rows = []
-            for prompt, completion in batch:
-                p = tok(prompt, add_special_tokens=False).input_ids
-                c = tok(completion, add_special_tokens=False).input_ids + [tok.eos_token_id]
-                rows.append((p + c, [-100] * len(p) + c))
+            for problem in rng.sample(problems, min(self.batch_size, len(problems))):
+                if rng.random() < self.hindsight_fraction:
+                    rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng))
+                else:
+                    rows.append(self.plain(problem.prompt, problem.demonstration))
             width = max(len(ids) for ids, _ in rows)
             input_ids = torch.full((len(rows), width), tok.pad_token_id)
             labels = torch.full((len(rows), width), -100)
@@ -124,19 +145,18 @@ class SupervisedWarmStart(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.policy.parameters(), lr=self.args.lr, weight_decay=0.01)
-        # Short warm-up then cosine decay, so the cached base is a settled point, not mid-swing.
-        warmup = max(1, self.args.steps // 20)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda s: min(1.0, (s + 1) / warmup)
-            * 0.5 * (1 + torch.cos(torch.tensor(torch.pi * min(s, self.args.steps) / self.args.steps)).item()),
-        )
+        warmup, floor = max(1, self.args.steps // 20), self.args.min_lr_ratio
+
+        def factor(step: int) -> float:
+            cosine = 0.5 * (1 + math.cos(math.pi * min(step, self.args.steps) / self.args.steps))
+            return min(1.0, (step + 1) / warmup) * (floor + (1 - floor) * cosine)
+
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return [optimizer], [{"scheduler": schedule, "interval": "step"}]
 
 
 def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
-    pairs = list(task.demonstrations())
-    if not pairs:
+    if not any(p.demonstration for p in task.train_problems()):
         raise ValueError("warm_start: the task has no demonstrations")
     L.seed_everything(args.seed, verbose=False)
     policy.train()
@@ -145,7 +165,8 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         max_steps=args.steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
         enable_model_summary=False, log_every_n_steps=50, callbacks=[TQDMProgressBar(refresh_rate=20)],
     )
-    data = torch.utils.data.DataLoader(Demonstrations(pairs, tokenizer, args.batch_size, args.seed), batch_size=None)
+    examples = Demonstrations(task, tokenizer, args.batch_size, args.seed, args.hindsight_fraction, args.hindsight_segments)
+    data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()
     trainer.fit(module, data)
     return {"seconds": time.perf_counter() - started, "final_loss": float(trainer.callback_metrics["loss"])}

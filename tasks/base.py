@@ -42,9 +42,10 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def verify(self, problem: Problem, completion: str) -> Verdict: ...
 
-    def demonstrations(self) -> Sequence[tuple[str, str]]:
-        """(prompt, completion) pairs for the supervised warm start."""
-        return [(p.prompt, p.demonstration) for p in self.train_problems() if p.demonstration]
+    def corrupt(self, problem: Problem, rng) -> str | None:
+        """A plausible failed completion of `problem` (for warm-start examples of failure), or
+        None where the task has no way to make one."""
+        return None
 
     def rollout(
         self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,13 +29,30 @@ def final_answer(completion: str) -> str | None:
     return answer[0].strip().replace(",", "") if answer and answer[0].strip() else None
 
 
+STEP = re.compile(r"(?<![\d=])(-?\d+)([+*-])(-?\d+)=(-?\d+)")
+
+
+def first_wrong_step(completion: str) -> str | None:
+    """The first worked step `a op b=c` whose arithmetic is wrong, if any."""
+    for match in STEP.finditer(completion):
+        a, op, b, c = match.groups()
+        if {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] != int(c):
+            return match.group(0)
+    return None
+
+
 def check_answer(expected: str, completion: str) -> Verdict:
+    """Reward 1 iff the final answer equals `expected`. The feedback also names the first wrong
+    worked step where the completion shows its arithmetic: a verifier that checks the steps can
+    say where a failure began, which is what the hindsight view needs."""
     answer = final_answer(completion)
+    slip = first_wrong_step(completion)
+    where = f"; {slip} is wrong" if slip else ""
     if answer is None:
-        return Verdict(0.0, f"no final answer found (expected '{ANSWER_MARK} <number>')")
+        return Verdict(0.0, f"no final answer found (expected '{ANSWER_MARK} <number>'){where}")
     if verify(parse(expected), parse(answer)):
         return Verdict(1.0, f"correct: {answer}")
-    return Verdict(0.0, f"expected {expected}, got {answer}")
+    return Verdict(0.0, f"expected {expected}, got {answer}{where}")
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,27 @@ class MathTask(Task):
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return check_answer(problem.answer, completion)
+
+    def corrupt(self, problem: Problem, rng: random.Random) -> str | None:
+        """The demonstration with one step's result off by a little and every later step
+        recomputed from it: the kind of slip a model makes, carried through to the answer."""
+        steps = problem.demonstration.split(f" {ANSWER_MARK} ")[0].split()
+        if not steps or not all(step.count("=") == 1 for step in steps):
+            return None
+        slip = rng.randrange(len(steps))
+        values: dict[str, str] = {}
+        rewritten = []
+        for i, step in enumerate(steps):
+            lhs, rhs = step.split("=")
+            op_at = max(lhs.rfind(op, 1) for op in "+-*")  # the operator, not a leading minus
+            left, op, right = lhs[:op_at], lhs[op_at], lhs[op_at + 1 :]
+            left, right = values.get(left, left), values.get(right, right)
+            value = {"+": int(left) + int(right), "-": int(left) - int(right), "*": int(left) * int(right)}[op]
+            if i == slip:
+                value += rng.choice([-10, -2, -1, 1, 2, 10])
+            values[rhs] = str(value)
+            rewritten.append(f"{left}{op}{right}={value}")
+        return f" {' '.join(rewritten)} {ANSWER_MARK} {value}"
 
 
 def load_gsm8k(path: Path) -> list[Problem]:

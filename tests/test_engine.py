@@ -1,6 +1,6 @@
 import torch
 
-from harness.engine import RolloutEngine, SamplingArgs, concatenate, sequence_logprobs, token_logprobs
+from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs, token_logprobs
 from harness.models import load_policy
 from tasks.base import Problem
 
@@ -16,9 +16,21 @@ def test_token_logprobs_equals_log_softmax_in_chunks():
     torch.testing.assert_close(token_logprobs(logits, tokens, 0.7, chunk=4), expected)
 
 
+def peaked(model):
+    """Random weights large enough that every prediction depends on its context and position,
+    so that a misaligned or mis-padded forward pass shows (a fresh init is nearly uniform)."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" not in name:
+                p.normal_(0, 0.3)
+    return model
+
+
 def test_masks_and_sampling_logprobs_align_with_a_training_forward(tiny_dir):
     torch.manual_seed(0)
     model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=12))
     rollouts = engine.generate(problems(6))
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
@@ -41,11 +53,18 @@ def test_masks_and_sampling_logprobs_align_with_a_training_forward(tiny_dir):
     forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.8)
     torch.testing.assert_close(forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4)
     assert (rollouts.sample_logprobs[~rollouts.eligible] == 0).all()
+    # ... and what the model gives each sequence alone, without any padding
+    for row in range(len(rollouts)):
+        keep = rollouts.attention_mask[row].bool()
+        alone = sequence_logprobs(model, rollouts.input_ids[row, keep][None], torch.ones(1, int(keep.sum()), dtype=torch.long), 0.8)[0]
+        torch.testing.assert_close(alone[rollouts.eligible[row, keep]], rollouts.sample_logprobs[row][rollouts.eligible[row]], atol=1e-4, rtol=1e-4)
+    assert rollouts.sample_logprobs[rollouts.eligible].std() > 0.5  # the check above had something to compare
 
 
 def test_chunked_generation_concatenates_aligned(tiny_dir):
     torch.manual_seed(0)
     model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8, batch_size=4))
     rollouts = engine.generate(problems(10))
     assert len(rollouts) == 10 and rollouts.input_ids.shape == rollouts.eligible.shape

@@ -1,0 +1,193 @@
+"""HP-RLVR: the hindsight view's alignment, the baseline, the credit's bound (DESIGN section 3)."""
+
+import random
+
+import pytest
+import torch
+
+from algorithms.hp_rlvr import (
+    BaselineArgs,
+    HindsightTemplate,
+    HistoricalBaseline,
+    HPRLVR,
+    gini,
+    hindsight_views,
+    jsd_weights,
+    render_block,
+    segment_bounds,
+)
+from harness.engine import RolloutEngine, SamplingArgs
+from harness.models import load_policy
+from tasks.base import Verdict
+from tasks.math import MathTask
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_dir):
+    torch.manual_seed(0)
+    return load_policy(tiny_dir)
+
+
+def sampled(policy, n=6, max_new_tokens=14):
+    model, tokenizer = policy
+    task = MathTask(train_size=50, eval_size=5)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=max_new_tokens)).generate(task.train_problems()[:n])
+    rollouts.verdicts = [Verdict(float(i % 2), f"feedback {i}") for i in range(n)]
+    return rollouts
+
+
+def test_segment_bounds_cover_contiguously():
+    assert segment_bounds(5, 10, 4) == [(5, 8), (8, 11), (11, 13), (13, 15)]
+    assert segment_bounds(0, 2, 4) == [(0, 1), (1, 2)]  # never an empty segment
+
+
+def test_scored_tokens_are_the_rollouts_own_aligned_and_absent_from_their_block(policy):
+    model, tokenizer = policy
+    rollouts = sampled(policy)
+    template = HindsightTemplate()
+    views = hindsight_views(rollouts, 3, tokenizer, template)
+    # every eligible token scored exactly once, none other
+    scored = torch.zeros_like(rollouts.eligible)
+    scored[views.causal_rows, views.causal_cols] = True
+    assert torch.equal(scored, rollouts.eligible) and len(views.causal_rows) == int(rollouts.eligible.sum())
+    # the same token ids, no re-tokenisation
+    assert torch.equal(views.input_ids[views.hindsight_rows, views.hindsight_cols], rollouts.input_ids[views.causal_rows, views.causal_cols])
+    for j in range(len(views.causal_rows)):
+        i, t = int(views.causal_rows[j]), int(views.causal_cols[j])
+        row, col = int(views.hindsight_rows[j]), int(views.hindsight_cols[j])
+        start, end = views.block_spans[row]
+        assert col >= end  # the scored token lies after the block ...
+        # ... and what precedes it after the block is the prompt then y_<t, position by position
+        real = rollouts.attention_mask[i].bool().clone()
+        real[t:] = False
+        assert views.input_ids[row, end:col].tolist() == rollouts.input_ids[i][real].tolist()
+        # the block is exactly the template around the tokens after this token's segment
+        segment = int(views.segment_of[j])
+        eligible = rollouts.eligible[i].nonzero().flatten().tolist()
+        _, seg_end = segment_bounds(eligible[0], len(eligible), 3)[segment]
+        future = rollouts.input_ids[i, seg_end : eligible[-1] + 1].tolist()
+        assert views.input_ids[row, start:end].tolist() == render_block(tokenizer, template, future, rollouts.verdicts[i].feedback)
+        assert seg_end > t  # the token's own segment is never in its block
+
+
+def test_long_future_is_truncated_in_the_block_never_in_the_scored_tokens(policy):
+    model, tokenizer = policy
+    rollouts = sampled(policy, max_new_tokens=30)
+    template = HindsightTemplate(max_future_tokens=3)
+    views = hindsight_views(rollouts, 4, tokenizer, template)
+    marker = tokenizer(template.truncated, add_special_tokens=False).input_ids
+    blocks = [views.input_ids[r, a:b].tolist() for r, (a, b) in enumerate(views.block_spans)]
+    longest_possible = len(render_block(tokenizer, template, [0] * 3, "feedback 0")) + len(marker)
+    assert all(len(block) <= longest_possible for block in blocks)
+    assert any(block[len(tokenizer(template.open).input_ids) + 3 :][: len(marker)] == marker for block in blocks)
+    assert len(views.causal_rows) == int(rollouts.eligible.sum())
+
+
+def test_baseline_uses_only_earlier_steps_and_shrinks_to_the_task_mean():
+    args = BaselineArgs(discount=0.5, prior_strength=2.0, mean_momentum=0.8, initial_mean=0.5)
+    tracker = HistoricalBaseline(args)
+    assert tracker(["a", "b"]).tolist() == [0.5, 0.5]  # nothing seen: the fallback
+    tracker.update(["a", "b"], torch.tensor([1.0, 0.0]))
+    m = 0.8 * 0.5 + 0.2 * 0.5
+    assert tracker.task_mean == pytest.approx(m)
+    assert tracker(["a"]).item() == pytest.approx((1.0 + 2 * m) / (1.0 + 2))
+    assert tracker(["new"]).item() == pytest.approx(m)
+    tracker.update(["a"], torch.tensor([0.0]))
+    alpha, beta = 0.5 * 1.0 + 0.0, 0.5 * 0.0 + 1.0
+    m = 0.8 * m + 0.2 * 0.0
+    assert tracker(["a"]).item() == pytest.approx((alpha + 2 * m) / (alpha + beta + 2))
+    clone = HistoricalBaseline(args)
+    clone.load_state_dict(tracker.state_dict())
+    assert clone(["a", "b", "c"]).tolist() == tracker(["a", "b", "c"]).tolist()
+
+
+def make_module(policy, **kwargs):
+    model, tokenizer = policy
+    return HPRLVR(policy=model, tokenizer=tokenizer, task=MathTask(train_size=50, eval_size=5), **kwargs)
+
+
+def test_current_reward_never_enters_its_own_baseline(policy):
+    rollouts = sampled(policy, n=4)
+    seen = []
+    for rewards in ([1.0] * 4, [0.0] * 4):
+        module = make_module(policy, weighting="uniform")
+        rollouts.verdicts = [Verdict(r, "") for r in rewards]
+        advantages, stats = module.credit(rollouts)
+        seen.append(stats["credit/baseline_mean"])
+    assert seen[0] == seen[1] == 0.5
+
+
+def test_credit_is_bounded_zero_off_eligible_and_signed_by_the_outcome(policy):
+    module = make_module(policy, segments=3)
+    rollouts = sampled(policy, n=6)
+    advantages, stats = module.credit(rollouts)
+    assert advantages.abs().max() <= 1.0
+    assert (advantages[~rollouts.eligible] == 0).all()
+    success = rollouts.rewards > 0.5  # baseline 0.5 at the first step: successes >= 0, failures <= 0
+    assert (advantages[success] >= 0).all() and (advantages[~success] <= 0).all()
+    assert advantages.abs().sum() > 0
+    for key in ("hindsight/w_mean_success", "hindsight/w_mean_failure", "hindsight/top1_agree", "hindsight/w_gini"):
+        assert key in stats
+
+
+def test_weights_are_the_jsd_of_the_two_views(policy):
+    """Recompute one token's weight by hand: two full forward passes and the JSD."""
+    model, tokenizer = policy
+    module = make_module(policy, segments=2)
+    rollouts = sampled(policy, n=2)
+    weights, _ = module.hindsight_weights(rollouts)
+    views = hindsight_views(rollouts, 2, tokenizer, module.template)
+    j = len(views.causal_rows) - 1
+    i, t = int(views.causal_rows[j]), int(views.causal_cols[j])
+    row, col = int(views.hindsight_rows[j]), int(views.hindsight_cols[j])
+    with torch.no_grad():
+        keep = rollouts.attention_mask[i].bool()
+        causal_ids = rollouts.input_ids[i][keep][None]
+        p = model(input_ids=causal_ids).logits[0, int(keep[:t].sum()) - 1]
+        hkeep = views.attention_mask[row].bool()
+        q = model(input_ids=views.input_ids[row][hkeep][None]).logits[0, int(hkeep[:col].sum()) - 1]
+    assert weights[i, t].item() == pytest.approx(jsd_weights(p, q).item(), abs=1e-5)
+
+
+def test_uniform_and_mean_rescaled_ablations(policy):
+    rollouts = sampled(policy, n=4)
+    uniform, _ = make_module(policy, weighting="uniform").credit(rollouts)
+    expected = rollouts.eligible.float() * (rollouts.rewards - 0.5)[:, None]
+    assert torch.equal(uniform, expected)
+    rescaled, _ = make_module(policy, weighting="mean-rescaled", rescale_clip=5.0).credit(rollouts)
+    w = rescaled / (rollouts.rewards - 0.5)[:, None]
+    per_rollout_mean = w.sum(-1) / rollouts.eligible.sum(-1)
+    assert w.max() <= 5.0 + 1e-6
+    assert ((per_rollout_mean - 1).abs() < 1e-4).any() or (w == 5.0).any()
+
+
+def test_gini():
+    assert gini(torch.ones(10)) == pytest.approx(0.0)
+    assert gini(torch.tensor([0.0] * 9 + [1.0])) == pytest.approx(0.9)
+
+
+def test_baseline_survives_a_checkpoint_round_trip(policy):
+    module = make_module(policy, weighting="uniform")
+    module.baseline.update(["x", "y"], torch.tensor([1.0, 0.0]))
+    checkpoint = {}
+    module.on_save_checkpoint(checkpoint)
+    restored = make_module(policy, weighting="uniform")
+    restored.on_load_checkpoint(checkpoint)
+    assert restored.baseline(["x", "y", "z"]).tolist() == module.baseline(["x", "y", "z"]).tolist()
+
+
+def test_hindsight_warm_start_examples_target_the_slip():
+    from algorithms.hp_rlvr import hindsight_example
+    from harness.tiny import build_tokenizer
+
+    tokenizer, task = build_tokenizer(), MathTask(train_size=30, eval_size=5)
+    rng = random.Random(0)
+    for problem in task.train_problems():
+        ids, labels = hindsight_example(task, problem, tokenizer, HindsightTemplate(), 2, rng)
+        assert len(ids) == len(labels)
+        assert any(label != -100 for label in labels)
+        text = tokenizer.decode(ids)
+        assert text.startswith("[hindsight] later:") and "[/hindsight]\nQ: " in text
+        # a target differs from its input only at the slip of a failed example
+        differing = sum(ids[k + 0] != labels[k] for k in range(len(ids)) if labels[k] != -100)
+        assert differing <= 1
