@@ -110,9 +110,14 @@ class RLVRModule(L.LightningModule):
         """Per-token advantages [N, L] (zero off the eligible tokens) and credit statistics."""
         raise NotImplementedError
 
-    def extra_loss(self, batch: Rollouts, logprobs: Tensor) -> tuple[Tensor, dict[str, float]]:
+    def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
+        """Per-token log-probs [N, L] under the current policy (with gradient) and any other
+        per-token outputs of the same forward pass (PPO's values)."""
+        return sequence_logprobs(self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature), {}
+
+    def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         """Loss terms beyond the surrogate (PPO's value loss); none by default."""
-        return logprobs.new_zeros(()), {}
+        return torch.zeros(()), {}
 
     # ------------------------------------------------------------------ the step
 
@@ -164,15 +169,13 @@ class RLVRModule(L.LightningModule):
         for _ in range(args.epochs):
             for index in chunks:
                 batch = rollouts.select(index)
-                logprobs = sequence_logprobs(
-                    self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature
-                )
+                logprobs, outputs = self.score(batch)
                 # With one update per step the ratio is exactly 1 (pi_old is the current policy).
                 old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]
                 loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible)
                 if self.reference is not None:
                     loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
-                extra, extra_stats = self.extra_loss(batch, logprobs)
+                extra, extra_stats = self.extra_loss(batch, outputs)
                 loss = loss + extra
                 optimizer.zero_grad(set_to_none=True)
                 self.manual_backward(loss)
@@ -228,6 +231,8 @@ class RLVRModule(L.LightningModule):
             "wall_clock_s": self.wall_clock_s,
             **{f"timing_s/{k}": v for k, v in timing.items()},
             "prompts": len(rollouts) // self.rollouts_per_prompt,
+            # which prompts, so that a pair can be checked from the records alone
+            "prompt_ids": [p.id for p in rollouts.problems[:: self.rollouts_per_prompt]],
             "rollouts_per_prompt": self.rollouts_per_prompt,
             "rollouts": len(rollouts),
             "rollouts_total": self.rollouts_total,

@@ -42,16 +42,19 @@ _LN2 = math.log(2.0)
 
 @dataclass
 class HindsightTemplate:
-    """Text around the privileged block. The block goes before the prompt, so the scored tokens
-    keep the exact positions-after-prompt they had when sampled:
+    """Text around the privileged block, which goes before the prompt so that the scored tokens
+    keep their positions relative to the prompt. Rendered (math task, segment 1 of 2 scored):
 
-        [hindsight] later: <ids of later segments> | verifier: <feedback> [/hindsight]
-        Q: 37+8*5\nA: <y_1 .. y_t-1> -> scores y_t
+        Later: 14-27=-12 #### -12 Verdict: expected -13, got -12; 14-27=-12 is wrong
+        Q: 14-3*9
+        A: 3*9=27|  -> the tokens of " 14-27=-12 ..." before the block's part are scored here
+
+    Short on purpose: a character-level tiny model pays one token per character.
     """
 
-    open: str = "[hindsight] later:"
-    feedback: str = " | verifier: "
-    close: str = " [/hindsight]\n"
+    open: str = "Later:"
+    feedback: str = " Verdict: "
+    close: str = "\n"
     truncated: str = " ..."
     max_future_tokens: int = 256
     """A longer future keeps its first tokens and ends with `truncated`; scored tokens are never cut."""
@@ -352,3 +355,27 @@ def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, seg
     input_ids = prefix + realized[:b]
     labels = [-100] * (len(prefix) + a) + targets[a:b]
     return input_ids, labels
+
+
+def render_example(segments: int = 4, segment: int = 1, seed: int = 3) -> str:
+    """What the model sees for one scored segment of a failed math rollout (for the README):
+    `python -m algorithms.hp_rlvr`."""
+    from harness.tiny import build_tokenizer
+    from tasks.math import MathTask
+
+    tokenizer, task = build_tokenizer(), MathTask(train_size=20, eval_size=5)
+    problem = task.train_problems()[seed]
+    completion = task.corrupt(problem, random.Random(seed))
+    ids = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    a, b = segment_bounds(0, len(ids), segments)[segment]
+    block = render_block(tokenizer, HindsightTemplate(), ids[b:], task.verify(problem, completion).feedback)
+    context = tokenizer.decode(block) + problem.prompt + tokenizer.decode(ids[:a])
+    return (
+        f"rollout:  {problem.prompt!r} -> {completion!r}\n"
+        f"segment {segment} of {segments} (tokens {a}..{b - 1}): {tokenizer.decode(ids[a:b])!r}\n"
+        f"hindsight context before its first token:\n{context}|"
+    )
+
+
+if __name__ == "__main__":
+    print(render_example())

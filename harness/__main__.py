@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--results", type=Path, default=Path("results"), help="where runs and leaderboards go")
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
     board.add_argument("directory", type=Path)
+    board.add_argument("--readme", type=Path, help="also paste DIR/leaderboard.md between the leaderboard markers of this file")
     args = parser.parse_args(argv)
 
     from harness.config import ConfigError, load_benchmark
@@ -35,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(board)
         print(f"wrote {args.directory / 'leaderboard.md'}")
+        if args.readme:
+            from harness.leaderboard import paste_into
+
+            paste_into(args.readme, (args.directory / "leaderboard.md").read_text(), args.directory)
+            print(f"updated {args.readme}")
         return 0
 
     try:

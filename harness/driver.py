@@ -83,7 +83,13 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         num_sanity_val_steps=0,
         log_every_n_steps=1,
     )
-    trainer.fit(module, torch.utils.data.DataLoader(StepIndices(module.schedule.steps), batch_size=None), ckpt_path=resume, weights_only=False)
+    # The loader gets its own generator: each new iterator (a resumed run starts a new epoch)
+    # would otherwise draw from the global RNG that sampling uses, and a resumed run would
+    # sample differently from an uninterrupted one.
+    steps = torch.utils.data.DataLoader(
+        StepIndices(module.schedule.steps), batch_size=None, generator=torch.Generator().manual_seed(0)
+    )
+    trainer.fit(module, steps, ckpt_path=resume, weights_only=False)
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
     write_json(

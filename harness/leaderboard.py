@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from pathlib import Path
 
 import polars as pl
 
 from harness.records import write_atomic, write_parquet
 
+STAGES = ("sample", "verify", "credit", "update")
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
@@ -46,6 +49,7 @@ def run_table(suite_dir: Path) -> pl.DataFrame:
                 "grad_norm_records": int(records),
                 "tokens_generated": int(metrics["tokens/generated"].sum()),
                 "reward_mean": float(metrics["reward"].mean()),
+                **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
         )
     return pl.DataFrame(rows) if rows else pl.DataFrame()
@@ -81,6 +85,8 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "acc_gain_ci95": ci95(gain),
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
+                # where the wall-clock goes, as shares of it (the rest is recording and the loop)
+                **{f"{stage}_share": float((g[f"{stage}_s"] / g["wall_clock_s"]).mean()) for stage in STAGES},
             }
         )
     return pl.DataFrame(rows)
@@ -111,7 +117,12 @@ def publish(directory: Path) -> pl.DataFrame:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
     board = aggregate(runs)
     write_parquet(board, directory / "leaderboard.parquet")
-    text = f"# Leaderboard: {directory.name}\n\n{markdown(board)}"
+    shares = [c for c in board.columns if c.endswith("_share")]
+    text = (
+        f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
+        f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
+        f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
+    )
     if len(suite_dirs) == 1:
         from harness.plots import plot_suite
 
@@ -119,3 +130,21 @@ def publish(directory: Path) -> pl.DataFrame:
             text += f"\n![{image.stem}]({image.name})\n"
     write_atomic(directory / "leaderboard.md", lambda tmp: tmp.write_text(text))
     return board
+
+
+START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
+
+
+def paste_into(readme: Path, table: str, directory: Path) -> None:
+    """Replace what stands between the markers with `table`, demoted one heading level and with
+    image links made relative to the README."""
+    text = readme.read_text()
+    if START not in text or END not in text:
+        raise FileNotFoundError(f"{readme}: no {START} ... {END} markers")
+    table = table.replace("\n# ", "\n### ").replace("\n## ", "\n#### ")
+    table = "#" * 3 + table[1:] if table.startswith("# ") else table
+    relative = os.path.relpath(directory, readme.parent)
+    table = re.sub(r"\]\(([^)/]+\.png)\)", lambda m: f"]({relative}/{m.group(1)})", table)
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    write_atomic(readme, lambda tmp: tmp.write_text(f"{head}{START}\n{table}\n{END}{tail}"))

@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from harness.tiny import TinyConfig, save_tiny
 from tasks.base import Task
 
-WARM_START_VERSION = 1  # bump when the warm-start recipe changes, to invalidate caches
+WARM_START_VERSION = 2  # bump when the warm-start recipe changes, to invalidate caches
 
 
 @dataclass
@@ -73,6 +73,10 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         "task": task_key,
         "warm_start": asdict(model.warm_start) if model.warm_start else None,
     }
+    if model.warm_start and model.warm_start.hindsight_fraction > 0:
+        from algorithms.hp_rlvr import HindsightTemplate
+
+        recipe["hindsight_template"] = asdict(HindsightTemplate())
     key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
     target = cache_dir / "policies" / key
     if (target / "recipe.json").exists():

@@ -187,7 +187,7 @@ def test_hindsight_warm_start_examples_target_the_slip():
         assert len(ids) == len(labels)
         assert any(label != -100 for label in labels)
         text = tokenizer.decode(ids)
-        assert text.startswith("[hindsight] later:") and "[/hindsight]\nQ: " in text
+        assert text.startswith("Later:") and " Verdict: " in text and "\nQ: " in text
         # a target differs from its input only at the slip of a failed example
         differing = sum(ids[k + 0] != labels[k] for k in range(len(ids)) if labels[k] != -100)
         assert differing <= 1

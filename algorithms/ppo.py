@@ -1,0 +1,124 @@
+"""PPO with a learned critic: one rollout per prompt, credit from a value head by GAE.
+
+    V_t        value head on the policy's final hidden state at eligible token t
+    r_t        the verdict's reward at the last eligible token, 0 before it
+    delta_t    r_t + gamma * V_next(t) - V_t         next(t): the next eligible position (V = 0 after the last)
+    A_t        delta_t + gamma * lam * A_next(t)     (GAE), whitened over the step's eligible tokens
+    R_t        A_t (before whitening) + V_t          the value target
+
+The critic is a linear head on the policy's own trunk rather than a second model: one extra
+matmul per token instead of a second forward and backward pass and a second copy of the
+weights, which is what "PPO with a learned critic" costs in practice with a shared model
+(TRL's value-head models). Its loss reaches the trunk, scaled by `value_coef`. The head starts at
+zero, so the first advantages are plain discounted returns; there is no separate critic warm-up.
+This is the baseline HP-RLVR claims to make unnecessary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from algorithms.base import RLVRModule
+from harness.engine import Rollouts, position_ids, token_logprobs
+
+
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
+    """(advantages, returns), all [B, T]. The chain runs over the positions where `mask` is
+    true, in order, skipping the rest (an environment's tokens between two actions are not
+    steps); the value after the last eligible position is 0. Zero off the mask."""
+    mask = mask.bool()
+    advantages = torch.zeros_like(values, dtype=torch.float32)
+    next_value = torch.zeros(values.shape[0], dtype=torch.float32, device=values.device)
+    next_advantage = torch.zeros_like(next_value)
+    for t in reversed(range(values.shape[1])):
+        here = mask[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        advantage = delta + gamma * lam * next_advantage
+        advantages[:, t] = torch.where(here, advantage, 0.0)
+        next_advantage = torch.where(here, advantage, next_advantage)
+        next_value = torch.where(here, values[:, t].float(), next_value)
+    returns = torch.where(mask, advantages + values, 0.0)
+    return advantages, returns
+
+
+def explained_variance(predicted: Tensor, target: Tensor) -> float:
+    variance = target.var()
+    return float(1 - (target - predicted).var() / variance) if variance > 0 else float("nan")
+
+
+class PPO(RLVRModule):
+    rollouts_per_prompt = 1
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        lam: float = 0.95,
+        value_coef: float = 0.1,
+        value_clip: float = 0.2,
+        whiten_advantages: bool = True,
+        **base,
+    ):
+        """gamma, lam: GAE discount and trace decay. value_coef: weight of the clipped value
+        loss. value_clip: how far a value may move from its rollout-time estimate before its
+        loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens."""
+        super().__init__(**base)
+        self.gamma, self.lam, self.value_coef, self.value_clip = gamma, lam, value_coef, value_clip
+        self.whiten_advantages = whiten_advantages
+        hidden = self.policy.get_output_embeddings().weight.shape[1]
+        self.value_head = torch.nn.Linear(hidden, 1)
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+
+    def extra_parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.value_head.parameters())
+
+    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """(log-probs [N, L], values [N, L]) from one pass through the trunk. Column t's value is
+        the head on the state that predicts token t, i.e. V before acting at t."""
+        hidden = self.policy.base_model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
+        ).last_hidden_state
+        logits = self.policy.get_output_embeddings()(hidden[:, :-1])
+        logprobs = token_logprobs(logits, input_ids[:, 1:], self.sampling.temperature)
+        values = self.value_head(hidden[:, :-1]).squeeze(-1)
+        pad = torch.nn.functional.pad
+        return pad(logprobs, (1, 0)), pad(values, (1, 0))
+
+    # ---- stage 3: credit from the critic
+
+    def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
+        eligible = rollouts.eligible
+        with torch.no_grad():
+            _, values = self.forward_with_values(rollouts.input_ids, rollouts.attention_mask)
+        values = values.float() * eligible
+        last = eligible.long().cumsum(-1).argmax(-1)  # the last eligible column of each row
+        rewards = torch.zeros_like(values)
+        rewards[torch.arange(len(rollouts)), last] = rollouts.rewards
+        advantages, returns = gae(rewards, values, eligible, self.gamma, self.lam)
+        rollouts.token_data["returns"], rollouts.token_data["old_values"] = returns, values
+        picked = advantages[eligible]
+        stats = {
+            "ppo/value_mean": float(values[eligible].mean()),
+            "ppo/explained_variance": explained_variance(values[eligible], returns[eligible]),
+            "credit/advantage_mean": float(picked.mean()),
+            "credit/advantage_std": float(picked.std()),
+        }
+        if self.whiten_advantages and picked.numel() > 1:
+            advantages = torch.where(eligible, (advantages - picked.mean()) / (picked.std() + 1e-8), 0.0)
+        return advantages, stats
+
+    # ---- stage 4 extras: the clipped value loss, from the same forward pass as the policy's
+
+    def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
+        logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask)
+        return logprobs, {"values": values}
+
+    def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+        values, old = outputs["values"], batch.token_data["old_values"]
+        returns, mask = batch.token_data["returns"], batch.eligible.float()
+        clipped = old + (values - old).clamp(-self.value_clip, self.value_clip)
+        per_token = 0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+        value_loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+        clip_frac = (((values - old).abs() > self.value_clip).float() * mask).sum() / mask.sum().clamp(min=1)
+        return self.value_coef * value_loss, {"ppo/value_loss": float(value_loss.detach()), "ppo/value_clip_frac": float(clip_frac)}

@@ -1,0 +1,77 @@
+import pytest
+import torch
+
+from algorithms.ppo import PPO, explained_variance, gae
+
+
+def direct_gae(rewards, values, mask, gamma, lam):
+    """The textbook loop over each row's eligible positions only."""
+    advantages, returns = torch.zeros_like(values), torch.zeros_like(values)
+    for b in range(values.shape[0]):
+        steps = [t for t in range(values.shape[1]) if mask[b, t]]
+        running = 0.0
+        for k in reversed(range(len(steps))):
+            t = steps[k]
+            next_value = values[b, steps[k + 1]].item() if k + 1 < len(steps) else 0.0
+            delta = rewards[b, t].item() + gamma * next_value - values[b, t].item()
+            running = delta + gamma * lam * running
+            advantages[b, t] = running
+            returns[b, t] = running + values[b, t]
+    return advantages, returns
+
+
+@pytest.mark.parametrize("gamma, lam", [(1.0, 1.0), (1.0, 0.95), (0.9, 0.8), (0.99, 0.0)])
+def test_gae_matches_the_direct_loop_with_gaps(gamma, lam):
+    g = torch.Generator().manual_seed(0)
+    values = torch.randn(4, 12, generator=g)
+    mask = torch.zeros(4, 12, dtype=torch.bool)
+    mask[0, 3:10] = True  # one contiguous completion
+    mask[1, [2, 3, 6, 7, 8, 11]] = True  # actions with environment tokens between them
+    mask[2, [5]] = True  # a single token
+    # row 3: nothing eligible
+    rewards = torch.zeros(4, 12)
+    rewards[0, 9], rewards[1, 11], rewards[2, 5] = 1.0, 0.5, 1.0
+    rewards[1, 3] = 0.25  # an intermediate reward on an eligible step
+    advantages, returns = gae(rewards, values, mask, gamma, lam)
+    expected_adv, expected_ret = direct_gae(rewards, values, mask, gamma, lam)
+    torch.testing.assert_close(advantages, expected_adv)
+    torch.testing.assert_close(returns, expected_ret)
+    assert (advantages[~mask] == 0).all() and (returns[~mask] == 0).all()
+
+
+def test_gae_with_zero_values_is_the_discounted_return():
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    rewards = torch.tensor([[0.0, 0.0, 0.0, 1.0]])
+    advantages, returns = gae(rewards, torch.zeros(1, 4), mask, 0.5, 1.0)
+    torch.testing.assert_close(returns, torch.tensor([[0.125, 0.25, 0.5, 1.0]]))
+
+
+def test_explained_variance():
+    target = torch.tensor([1.0, 2.0, 3.0])
+    assert explained_variance(target, target) == 1.0
+    assert explained_variance(torch.full((3,), 2.0), target) == pytest.approx(0.0)
+
+
+def test_value_head_values_align_with_the_policy_forward(tiny_dir):
+    from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs
+    from harness.models import load_policy
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = PPO(policy=model, tokenizer=tokenizer, task=task, gamma=1.0, lam=1.0)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(task.train_problems()[:4])
+    rollouts.verdicts = [Verdict(float(i % 2), "") for i in range(4)]
+    logprobs, outputs = module.score(rollouts)
+    expected = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0)
+    torch.testing.assert_close(logprobs[rollouts.eligible], expected[rollouts.eligible], atol=1e-5, rtol=1e-5)
+    advantages, stats = module.credit(rollouts)
+    assert (advantages[~rollouts.eligible] == 0).all()
+    # zero-initialised head, gamma = lam = 1: the return is the reward at every eligible token
+    returns = rollouts.token_data["returns"]
+    for i in range(4):
+        assert (returns[i][rollouts.eligible[i]] == rollouts.rewards[i]).all()
+    loss, value_stats = module.extra_loss(rollouts, outputs)
+    assert value_stats["ppo/value_loss"] == pytest.approx(0.5 * float((rollouts.rewards**2 * rollouts.eligible.sum(-1)).sum() / rollouts.eligible.sum()), rel=1e-5)
