@@ -28,18 +28,30 @@ def plot_suite(suite_dir: Path) -> list[Path]:
     written = []
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    for info, metrics, evals in runs:
-        c, label = colour[info["algorithm"]], f"{info['algorithm']} s{info['seed']}"
-        axes[0, 0].plot(metrics["step"], metrics["reward"].rolling_mean(5, min_samples=1), color=c, alpha=0.8, label=label)
-        axes[0, 1].plot(metrics["wall_clock_s"], metrics["reward"].rolling_mean(5, min_samples=1), color=c, alpha=0.8, label=label)
-        clock = dict(zip(metrics["step"].to_list(), metrics["wall_clock_s"].to_list())) | {0: 0.0}
-        axes[1, 0].plot(evals["step"], evals["accuracy"] * 100, "o-", color=c, alpha=0.8, label=label)
-        axes[1, 1].plot([clock[s] for s in evals["step"]], evals["accuracy"] * 100, "o-", color=c, alpha=0.8, label=label)
-    for ax, (x, y) in zip(axes.flat, [("step", "reward (5-step mean)"), ("wall-clock (s)", "reward (5-step mean)"),
-                                     ("step", "held-out accuracy (%)"), ("wall-clock (s)", "held-out accuracy (%)")]):
+    for algorithm in algorithms:
+        c = colour[algorithm]
+        mine = [(metrics, evals) for info, metrics, evals in runs if info["algorithm"] == algorithm]
+        reward = [m["reward"].rolling_mean(10, min_samples=1) for m, _ in mine]
+        clock = [m["wall_clock_s"] for m, _ in mine]
+        accuracy = [e["accuracy"] * 100 for _, e in mine]
+        eval_clock = [[dict(zip(m["step"], m["wall_clock_s"])).get(s, 0.0) for s in e["step"]] for m, e in mine]
+        for r, t, a, et, (m, e) in zip(reward, clock, accuracy, eval_clock, mine):  # seeds, faint
+            axes[0, 0].plot(m["step"], r, color=c, alpha=0.2, lw=0.8)
+            axes[0, 1].plot(t, r, color=c, alpha=0.2, lw=0.8)
+            axes[1, 0].plot(e["step"], a, color=c, alpha=0.25, lw=0.8)
+            axes[1, 1].plot(et, a, color=c, alpha=0.25, lw=0.8)
+        label = f"{algorithm} (mean of {len(mine)})"
+        if len({len(r) for r in reward}) == 1 and len({len(a) for a in accuracy}) == 1:  # mean over seeds, bold
+            axes[0, 0].plot(mine[0][0]["step"], sum(reward) / len(reward), color=c, lw=2, label=label)
+            axes[0, 1].plot(sum(clock) / len(clock), sum(reward) / len(reward), color=c, lw=2, label=label)
+            axes[1, 0].plot(mine[0][1]["step"], sum(accuracy) / len(accuracy), "o-", color=c, lw=2, label=label)
+            mean_clock = [sum(col) / len(col) for col in zip(*eval_clock)]
+            axes[1, 1].plot(mean_clock, sum(accuracy) / len(accuracy), "o-", color=c, lw=2, label=label)
+    for ax, (x, y) in zip(axes.flat, [("step", "training reward (10-step mean)"), ("wall-clock (s)", "training reward (10-step mean)"),
+                                     ("step", "held-out accuracy, greedy (%)"), ("wall-clock (s)", "held-out accuracy, greedy (%)")]):
         ax.set_xlabel(x), ax.set_ylabel(y), ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=8)
-    fig.suptitle(f"{suite_dir.name}: training reward and held-out accuracy, by step and by wall-clock")
+    axes[1, 0].legend(fontsize=8)
+    fig.suptitle(f"{suite_dir.name}: bold = mean over seeds, faint = each seed")
     fig.tight_layout()
     written.append(save(fig, suite_dir / "curves.png"))
 

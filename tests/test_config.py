@@ -79,8 +79,10 @@ def test_cli_exit_code_in_a_real_process(tmp_path):
     assert done.stderr.strip().count("\n") == 0 and "schedule.steps" in done.stderr
 
 
-def test_repository_benchmarks_file_is_valid():
+@pytest.mark.parametrize("name", ["benchmarks.yaml", *sorted(p.name for p in (Path(__file__).parents[1] / "configs").glob("*.yaml"))])
+def test_repository_config_files_are_valid(name):
     from harness.config import load_benchmark
 
-    benchmark = load_benchmark(Path(__file__).parents[1] / "benchmarks.yaml")
+    root = Path(__file__).parents[1]
+    benchmark = load_benchmark(root / name if name == "benchmarks.yaml" else root / "configs" / name)
     assert benchmark.suites
