@@ -7,11 +7,10 @@ comparison differs only in where the credit comes from.
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 
 import lightning as L

@@ -8,7 +8,6 @@ mini-batch is like that, its gradient norm is exactly zero.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
