@@ -48,11 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return 2
-    import torch
-
     from harness.driver import run_benchmark
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     run_benchmark(benchmark, args.results)
     return 0
 
