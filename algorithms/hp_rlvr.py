@@ -343,12 +343,12 @@ def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, seg
     right = encode(problem.demonstration) + [tokenizer.eos_token_id]
     wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
     if wrong_text is None:
-        realized, targets, feedback = right, right, task.verify(problem, problem.demonstration).feedback
+        realized, targets, feedback = right, right, task.verify_trusted(problem, problem.demonstration).feedback
     else:
         realized = encode(wrong_text) + [tokenizer.eos_token_id]
         slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
         targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
-        feedback = task.verify(problem, wrong_text).feedback
+        feedback = task.verify_trusted(problem, wrong_text).feedback
     a, b = rng.choice(segment_bounds(0, len(realized), segments))
     block = render_block(tokenizer, template, realized[b:], feedback)
     prefix = block + encode(problem.prompt)

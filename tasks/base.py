@@ -42,6 +42,11 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def verify(self, problem: Problem, completion: str) -> Verdict: ...
 
+    def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
+        """The verdict of a completion the task wrote itself (a demonstration or a `corrupt`ion),
+        for warm-start examples. Tasks whose verifier is expensive may compute it directly."""
+        return self.verify(problem, completion)
+
     def corrupt(self, problem: Problem, rng) -> str | None:
         """A plausible failed completion of `problem` (for warm-start examples of failure), or
         None where the task has no way to make one."""

@@ -41,6 +41,18 @@ def first_wrong_step(completion: str) -> str | None:
     return None
 
 
+INTEGER = re.compile(r"-?\d+")
+
+
+def equal(expected: str, answer: str) -> bool:
+    """math-verify's judgement, except that two integers are compared as integers: every answer of
+    the generated problems is one, math-verify's parse costs about a millisecond a call, and it
+    reads "-04" as something other than -4."""
+    if INTEGER.fullmatch(expected) and INTEGER.fullmatch(answer):
+        return int(expected) == int(answer)
+    return verify(parse(expected), parse(answer))
+
+
 def check_answer(expected: str, completion: str) -> Verdict:
     """Reward 1 iff the final answer equals `expected`. The feedback also names the first wrong
     worked step where the completion shows its arithmetic: a verifier that checks the steps can
@@ -50,7 +62,7 @@ def check_answer(expected: str, completion: str) -> Verdict:
     where = f"; {slip} is wrong" if slip else ""
     if answer is None:
         return Verdict(0.0, f"no final answer found (expected '{ANSWER_MARK} <number>'){where}")
-    if verify(parse(expected), parse(answer)):
+    if equal(expected, answer):
         return Verdict(1.0, f"correct: {answer}")
     return Verdict(0.0, f"expected {expected}, got {answer}{where}")
 

@@ -78,3 +78,19 @@ def test_gsm8k_loader(tmp_path):
     bad.write_text(json.dumps({"question": "q", "answer": "no mark"}))
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         load_gsm8k(bad)
+
+
+@pytest.mark.parametrize("expected", ["73", "-4", "0", "1200"])
+@pytest.mark.parametrize("answer", ["73", "073", "-4", "0", "-0", "1200", "1,200", "12", "x", "73.0", "1200.00"])
+def test_integer_fast_path_agrees_with_math_verify(expected, answer):
+    from math_verify import parse, verify
+
+    from tasks.math import equal
+
+    assert equal(expected, answer.replace(",", "")) == verify(parse(expected), parse(answer.replace(",", "")))
+
+
+def test_integer_fast_path_reads_a_padded_negative_as_its_value():
+    from tasks.math import equal
+
+    assert equal("-4", "-04")  # where math-verify's parse says otherwise
