@@ -277,7 +277,7 @@ class RLVRModule(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(
-            [p for p in self.policy.parameters() if p.requires_grad] + self.extra_parameters(),
+            [{"params": [p for p in self.policy.parameters() if p.requires_grad]}, *self.extra_parameter_groups()],
             lr=self.optim_args.lr,
             weight_decay=self.optim_args.weight_decay,
         )
@@ -285,8 +285,8 @@ class RLVRModule(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
         return [optimizer], [scheduler]
 
-    def extra_parameters(self) -> list[torch.nn.Parameter]:
-        """Parameters beyond the policy's that the optimizer trains (PPO's value head)."""
+    def extra_parameter_groups(self) -> list[dict]:
+        """Optimizer parameter groups beyond the policy's (PPO's value head, at its own lr)."""
         return []
 
     def state_dict(self, *args, **kwargs):

@@ -70,9 +70,13 @@ class BaselineArgs:
     prior_strength: float = 2.0
     """Pseudo-counts of the task-wide mean in every prompt's estimate."""
     mean_momentum: float = 0.9
-    """EMA momentum of the task-wide mean, updated once per step."""
-    initial_mean: float = 0.5
-    """Task-wide mean before any rollout has been seen."""
+    """EMA momentum of the task-wide mean, updated once per step and bias-corrected (as Adam's
+    moments are), so that after the first step it is that step's mean, not a blend with a guess."""
+    initial_mean: float = 0.0
+    """Task-wide mean before any rollout has been seen: the first step's baseline. 0 makes the
+    first update push up successes only. A guess far above the policy's success rate (0.5 for
+    a policy at 20%) gives nearly every rollout a negative advantage until the mean catches up:
+    here that pushed down the sampled tokens for ~20 steps and cost 2-3 points of accuracy."""
 
 
 # ---- Token weight: normalized Jensen-Shannon divergence between the causal and hindsight views
@@ -204,7 +208,13 @@ class HistoricalBaseline:
     def __init__(self, args: BaselineArgs):
         self.args = args
         self.counts: dict[str, tuple[float, float]] = {}
-        self.task_mean = args.initial_mean
+        self.ema, self.steps = 0.0, 0
+
+    @property
+    def task_mean(self) -> float:
+        if self.steps == 0:
+            return self.args.initial_mean
+        return self.ema / (1 - self.args.mean_momentum**self.steps)
 
     def __call__(self, prompt_ids: list[str]) -> Tensor:
         n0, m = self.args.prior_strength, self.task_mean
@@ -220,13 +230,13 @@ class HistoricalBaseline:
             alpha, beta = self.counts.get(pid, (0.0, 0.0))
             self.counts[pid] = (d * alpha + r, d * beta + (1.0 - r))
         mu = self.args.mean_momentum
-        self.task_mean = mu * self.task_mean + (1 - mu) * float(rewards.mean())
+        self.ema, self.steps = mu * self.ema + (1 - mu) * float(rewards.mean()), self.steps + 1
 
     def state_dict(self) -> dict:
-        return {"counts": dict(self.counts), "task_mean": self.task_mean}
+        return {"counts": dict(self.counts), "ema": self.ema, "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        self.counts, self.task_mean = dict(state["counts"]), state["task_mean"]
+        self.counts, self.ema, self.steps = dict(state["counts"]), state["ema"], state["steps"]
 
 
 # ---- The algorithm

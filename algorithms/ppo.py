@@ -57,21 +57,26 @@ class PPO(RLVRModule):
         value_coef: float = 0.1,
         value_clip: float = 0.2,
         whiten_advantages: bool = True,
+        value_lr: float | None = None,
         **base,
     ):
         """gamma, lam: GAE discount and trace decay. value_coef: weight of the clipped value
         loss. value_clip: how far a value may move from its rollout-time estimate before its
-        loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens."""
+        loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens.
+        value_lr: the value head's learning rate; None: 10x the policy's (verl's critic/actor
+        convention). A head that starts at V = 0 and moves at the policy's lr still predicted
+        about 0.01 after 15 steps of rewards near 0.2 here: no baseline at all."""
         super().__init__(**base)
         self.gamma, self.lam, self.value_coef, self.value_clip = gamma, lam, value_coef, value_clip
-        self.whiten_advantages = whiten_advantages
+        self.whiten_advantages, self.value_lr = whiten_advantages, value_lr
         hidden = self.policy.get_output_embeddings().weight.shape[1]
         self.value_head = torch.nn.Linear(hidden, 1)
         torch.nn.init.zeros_(self.value_head.weight)
         torch.nn.init.zeros_(self.value_head.bias)
 
-    def extra_parameters(self) -> list[torch.nn.Parameter]:
-        return list(self.value_head.parameters())
+    def extra_parameter_groups(self) -> list[dict]:
+        lr = self.value_lr if self.value_lr is not None else 10 * self.optim_args.lr
+        return [{"params": list(self.value_head.parameters()), "lr": lr}]
 
     def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         """(log-probs [N, L], values [N, L]) from one pass through the trunk. Column t's value is

@@ -1,4 +1,4 @@
-"""Plots of a suite, written next to its leaderboard: curves against step and wall-clock, and
+"""Plots of a suite, written next to its leaderboard: curves against step, wall-clock and rollouts, and
 gradient norms with exact zeros marked (the records GRPO loses to saturated groups)."""
 
 from __future__ import annotations
@@ -27,29 +27,29 @@ def plot_suite(suite_dir: Path) -> list[Path]:
     colour = {a: f"C{i}" for i, a in enumerate(algorithms)}
     written = []
 
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    # Columns: the same curves against step, wall-clock and rollouts spent (the paper's claim is
+    # "as good, sooner, with fewer rollouts"; each column reads one part of it).
+    axes_x = [("step", "step"), ("wall_clock_s", "wall-clock (s)"), ("rollouts_total", "rollouts (cumulative)")]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
     for algorithm in algorithms:
         c = colour[algorithm]
         mine = [(metrics, evals) for info, metrics, evals in runs if info["algorithm"] == algorithm]
-        reward = [m["reward"].rolling_mean(10, min_samples=1) for m, _ in mine]
-        clock = [m["wall_clock_s"] for m, _ in mine]
-        accuracy = [e["accuracy"] * 100 for _, e in mine]
-        eval_clock = [[dict(zip(m["step"], m["wall_clock_s"])).get(s, 0.0) for s in e["step"]] for m, e in mine]
-        for r, t, a, et, (m, e) in zip(reward, clock, accuracy, eval_clock, mine):  # seeds, faint
-            axes[0, 0].plot(m["step"], r, color=c, alpha=0.2, lw=0.8)
-            axes[0, 1].plot(t, r, color=c, alpha=0.2, lw=0.8)
-            axes[1, 0].plot(e["step"], a, color=c, alpha=0.25, lw=0.8)
-            axes[1, 1].plot(et, a, color=c, alpha=0.25, lw=0.8)
-        label = f"{algorithm} (mean of {len(mine)})"
-        if len({len(r) for r in reward}) == 1 and len({len(a) for a in accuracy}) == 1:  # mean over seeds, bold
-            axes[0, 0].plot(mine[0][0]["step"], sum(reward) / len(reward), color=c, lw=2, label=label)
-            axes[0, 1].plot(sum(clock) / len(clock), sum(reward) / len(reward), color=c, lw=2, label=label)
-            axes[1, 0].plot(mine[0][1]["step"], sum(accuracy) / len(accuracy), "o-", color=c, lw=2, label=label)
-            mean_clock = [sum(col) / len(col) for col in zip(*eval_clock)]
-            axes[1, 1].plot(mean_clock, sum(accuracy) / len(accuracy), "o-", color=c, lw=2, label=label)
-    for ax, (x, y) in zip(axes.flat, [("step", "training reward (10-step mean)"), ("wall-clock (s)", "training reward (10-step mean)"),
-                                     ("step", "held-out accuracy, greedy (%)"), ("wall-clock (s)", "held-out accuracy, greedy (%)")]):
-        ax.set_xlabel(x), ax.set_ylabel(y), ax.grid(alpha=0.3)
+        reward = [m["reward"].rolling_mean(10, min_samples=1).to_list() for m, _ in mine]
+        accuracy = [(e["accuracy"] * 100).to_list() for _, e in mine]
+        same_shape = len({len(r) for r in reward}) == 1 and len({len(a) for a in accuracy}) == 1
+        for col, (x, _) in enumerate(axes_x):
+            xs = [m[x].to_list() for m, _ in mine]
+            eval_xs = [[dict(zip(m["step"], m[x])).get(s, 0.0) for s in e["step"]] for m, e in mine]  # step 0: nothing spent
+            for r, a, x_r, x_a in zip(reward, accuracy, xs, eval_xs):  # seeds, faint
+                axes[0, col].plot(x_r, r, color=c, alpha=0.2, lw=0.8)
+                axes[1, col].plot(x_a, a, color=c, alpha=0.25, lw=0.8)
+            if same_shape:  # mean over seeds, bold
+                label = f"{algorithm} (mean of {len(mine)})"
+                axes[0, col].plot(mean(xs), mean(reward), color=c, lw=2, label=label)
+                axes[1, col].plot(mean(eval_xs), mean(accuracy), "o-", color=c, lw=2, label=label)
+    for col, (_, x_label) in enumerate(axes_x):
+        for row, y_label in enumerate(["training reward (10-step mean)", "held-out accuracy, greedy (%)"]):
+            axes[row, col].set_xlabel(x_label), axes[row, col].set_ylabel(y_label), axes[row, col].grid(alpha=0.3)
     axes[1, 0].legend(fontsize=8)
     fig.suptitle(f"{suite_dir.name}: bold = mean over seeds, faint = each seed")
     fig.tight_layout()
@@ -69,6 +69,10 @@ def plot_suite(suite_dir: Path) -> list[Path]:
     fig.tight_layout()
     written.append(save(fig, suite_dir / "grad_norms.png"))
     return written
+
+
+def mean(series: list[list[float]]) -> list[float]:
+    return [sum(column) / len(column) for column in zip(*series)]
 
 
 def save(fig, path: Path) -> Path:

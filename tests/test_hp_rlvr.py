@@ -84,17 +84,18 @@ def test_long_future_is_truncated_in_the_block_never_in_the_scored_tokens(policy
 
 
 def test_baseline_uses_only_earlier_steps_and_shrinks_to_the_task_mean():
-    args = BaselineArgs(discount=0.5, prior_strength=2.0, mean_momentum=0.8, initial_mean=0.5)
+    args = BaselineArgs(discount=0.5, prior_strength=2.0, mean_momentum=0.8, initial_mean=0.3)
     tracker = HistoricalBaseline(args)
-    assert tracker(["a", "b"]).tolist() == [0.5, 0.5]  # nothing seen: the fallback
-    tracker.update(["a", "b"], torch.tensor([1.0, 0.0]))
-    m = 0.8 * 0.5 + 0.2 * 0.5
+    assert tracker(["a", "b"]).tolist() == pytest.approx([0.3, 0.3])  # nothing seen: the fallback
+    tracker.update(["a", "b"], torch.tensor([1.0, 0.25]))
+    m = 0.625  # bias-corrected: after one step, exactly that step's mean
     assert tracker.task_mean == pytest.approx(m)
     assert tracker(["a"]).item() == pytest.approx((1.0 + 2 * m) / (1.0 + 2))
     assert tracker(["new"]).item() == pytest.approx(m)
     tracker.update(["a"], torch.tensor([0.0]))
     alpha, beta = 0.5 * 1.0 + 0.0, 0.5 * 0.0 + 1.0
-    m = 0.8 * m + 0.2 * 0.0
+    m = (0.8 * 0.2 * 0.625 + 0.2 * 0.0) / (1 - 0.8**2)  # the EMA of the step means, corrected
+    assert tracker.task_mean == pytest.approx(m)
     assert tracker(["a"]).item() == pytest.approx((alpha + 2 * m) / (alpha + beta + 2))
     clone = HistoricalBaseline(args)
     clone.load_state_dict(tracker.state_dict())
@@ -114,7 +115,7 @@ def test_current_reward_never_enters_its_own_baseline(policy):
         rollouts.verdicts = [Verdict(r, "") for r in rewards]
         advantages, stats = module.credit(rollouts)
         seen.append(stats["credit/baseline_mean"])
-    assert seen[0] == seen[1] == 0.5
+    assert seen[0] == seen[1] == BaselineArgs().initial_mean
 
 
 def test_credit_is_bounded_zero_off_eligible_and_signed_by_the_outcome(policy):
@@ -123,7 +124,8 @@ def test_credit_is_bounded_zero_off_eligible_and_signed_by_the_outcome(policy):
     advantages, stats = module.credit(rollouts)
     assert advantages.abs().max() <= 1.0
     assert (advantages[~rollouts.eligible] == 0).all()
-    success = rollouts.rewards > 0.5  # baseline 0.5 at the first step: successes >= 0, failures <= 0
+    module.baseline.update(["elsewhere"], torch.tensor([0.5]))  # a task mean of 0.5 from an earlier step
+    success = rollouts.rewards > 0.5  # successes >= 0, failures <= 0
     assert (advantages[success] >= 0).all() and (advantages[~success] <= 0).all()
     assert advantages.abs().sum() > 0
     for key in ("hindsight/w_mean_success", "hindsight/w_mean_failure", "hindsight/top1_agree", "hindsight/w_gini"):
@@ -151,10 +153,11 @@ def test_weights_are_the_jsd_of_the_two_views(policy):
 
 def test_uniform_and_mean_rescaled_ablations(policy):
     rollouts = sampled(policy, n=4)
-    uniform, _ = make_module(policy, weighting="uniform").credit(rollouts)
+    # A 0.5 first-step baseline, so that both outcomes carry credit.
+    uniform, _ = make_module(policy, weighting="uniform", baseline={"initial_mean": 0.5}).credit(rollouts)
     expected = rollouts.eligible.float() * (rollouts.rewards - 0.5)[:, None]
     assert torch.equal(uniform, expected)
-    module = make_module(policy, weighting="mean-rescaled", rescale_clip=2.0)
+    module = make_module(policy, weighting="mean-rescaled", rescale_clip=2.0, baseline={"initial_mean": 0.5})
     rescaled, _ = module.credit(rollouts)
     w, _ = module.hindsight_weights(rollouts)  # same snapshot, same weights
     mean = w.sum(-1, keepdim=True) / rollouts.eligible.sum(-1, keepdim=True)

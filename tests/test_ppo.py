@@ -75,3 +75,19 @@ def test_value_head_values_align_with_the_policy_forward(tiny_dir):
         assert (returns[i][rollouts.eligible[i]] == rollouts.rewards[i]).all()
     loss, value_stats = module.extra_loss(rollouts, outputs)
     assert value_stats["ppo/value_loss"] == pytest.approx(0.5 * float((rollouts.rewards**2 * rollouts.eligible.sum(-1)).sum() / rollouts.eligible.sum()), rel=1e-5)
+
+
+def test_value_head_trains_at_its_own_learning_rate(tiny_dir):
+    from algorithms.base import OptimArgs
+    from harness.models import load_policy
+    from tasks.math import MathTask
+
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    for value_lr, expected in ((None, 10 * OptimArgs().lr), (1e-3, 1e-3)):
+        module = PPO(policy=model, tokenizer=tokenizer, task=task, value_lr=value_lr)
+        (optimizer,), _ = module.configure_optimizers()
+        policy_group, head_group = optimizer.param_groups
+        assert policy_group["initial_lr"] == pytest.approx(module.optim_args.lr)
+        assert head_group["initial_lr"] == pytest.approx(expected)
+        assert {id(p) for p in head_group["params"]} == {id(p) for p in module.value_head.parameters()}
