@@ -20,6 +20,7 @@ the credit, and the warm-start examples that teach a tiny model to read the bloc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -140,6 +141,23 @@ def segment_bounds(start: int, length: int, segments: int) -> list[tuple[int, in
     return bounds
 
 
+def segments_of(cols: list[int], segments: int) -> list[tuple[int, int]]:
+    """[a, b) column spans to score apart. One run of eligible tokens (a single-turn completion)
+    is cut into `segments` pieces; several runs (a multi-turn episode's commands, with the
+    environment's answers between them) are grouped, whole turns at a time, into at most
+    `segments` spans, so the block after a span starts with the environment's answer to it."""
+    runs, start = [], cols[0]
+    for prev, col in zip(cols, cols[1:]):
+        if col != prev + 1:
+            runs.append((start, prev + 1))
+            start = col
+    runs.append((start, cols[-1] + 1))
+    if len(runs) == 1:
+        return segment_bounds(start, cols[-1] + 1 - start, segments)
+    groups = segment_bounds(0, len(runs), segments)
+    return [(runs[g0][0], runs[g1 - 1][1]) for g0, g1 in groups]
+
+
 def render_block(tokenizer, template: HindsightTemplate, future: list[int], feedback: str) -> list[int]:
     encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
     if future and future[-1] == tokenizer.eos_token_id:
@@ -156,17 +174,18 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
         cols = rollouts.eligible[i].nonzero().flatten().tolist()
         if not cols:
             continue
-        first, end = cols[0], cols[-1] + 1
+        first, end = cols[0], int(rollouts.attention_mask[i].nonzero().max()) + 1
         prompt = [ids[c] for c in range(first) if rollouts.attention_mask[i, c]]
-        for s, (a, b) in enumerate(segment_bounds(first, end - first, segments)):
+        for s, (a, b) in enumerate(segments_of(cols, segments)):
             block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback)
             row = len(rows)
             rows.append(block + prompt + ids[first:b])
             spans.append((0, len(block)))
             offset = len(block) + len(prompt) - first
-            causal += [(i, t) for t in range(a, b)]
-            hindsight += [(row, t + offset) for t in range(a, b)]
-            segment_of += [s] * (b - a)
+            scored = [t for t in cols if a <= t < b]  # in a multi-turn row, the commands only
+            causal += [(i, t) for t in scored]
+            hindsight += [(row, t + offset) for t in scored]
+            segment_of += [s] * len(scored)
     width = max(map(len, rows))
     pad = tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
@@ -348,23 +367,30 @@ def gini(values: Tensor) -> float:
 
 
 def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, segments: int, rng: random.Random):
-    """(input_ids, labels) of one hindsight-format warm-start example (labels -100 = no loss)."""
-    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-    right = encode(problem.demonstration) + [tokenizer.eos_token_id]
+    """(input_ids, labels) of one hindsight-format warm-start example (labels -100 = no loss),
+    segmented as `hindsight_views` segments a rollout (whole turns for multi-turn tasks)."""
+    prompt, right, trainable = completion_tokens(task, problem, tokenizer)
     wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
     if wrong_text is None:
         realized, targets, feedback = right, right, task.verify_trusted(problem, problem.demonstration).feedback
     else:
-        realized = encode(wrong_text) + [tokenizer.eos_token_id]
+        _, realized, trainable = completion_tokens(task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer)
         slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
         targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
         feedback = task.verify_trusted(problem, wrong_text).feedback
-    a, b = rng.choice(segment_bounds(0, len(realized), segments))
+    a, b = rng.choice(segments_of([t for t, keep in enumerate(trainable) if keep], segments))
     block = render_block(tokenizer, template, realized[b:], feedback)
-    prefix = block + encode(problem.prompt)
-    input_ids = prefix + realized[:b]
-    labels = [-100] * (len(prefix) + a) + targets[a:b]
-    return input_ids, labels
+    prefix = block + prompt
+    labels = [targets[t] if a <= t < b and trainable[t] else -100 for t in range(b)]
+    return prefix + realized[:b], [-100] * len(prefix) + labels
+
+
+def completion_tokens(task, problem, tokenizer) -> tuple[list[int], list[int], list[bool]]:
+    """(prompt ids, completion ids, which completion ids the policy writes), tokenised as the
+    task's own warm-start examples are."""
+    ids, labels = task.supervised_example(problem, tokenizer)
+    first = next(i for i, label in enumerate(labels) if label != -100)
+    return ids[:first], ids[first:], [label != -100 for label in labels[first:]]
 
 
 def render_example(segments: int = 4, segment: int = 1, seed: int = 3) -> str:

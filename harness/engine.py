@@ -152,6 +152,48 @@ class RolloutEngine:
         )
 
 
+@dataclass
+class Turn:
+    """What the policy generated after one context: its tokens (up to and including the first
+    stop token) and the log-prob each had when sampled (zeros when greedy)."""
+
+    tokens: list[int]
+    logprobs: list[float]
+
+
+@torch.no_grad()
+def extend(
+    engine: RolloutEngine, contexts: Sequence[list[int]], stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False
+) -> list[Turn]:
+    """One turn of a multi-turn rollout for a batch of episodes: each context (token ids so far)
+    continued until a stop token or `max_new_tokens`. Continuing the same token ids, not a
+    re-tokenised text, keeps the episode's row exactly what the policy saw and sampled."""
+    model, tokenizer, sampling = engine.model, engine.tokenizer, engine.sampling
+    width = max(map(len, contexts))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=model.device)
+    attention_mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
+    sampling_kwargs = (
+        dict(do_sample=False)
+        if greedy
+        else dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+    )
+    was_training = model.training
+    model.eval()
+    out = model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, **sampling_kwargs, max_new_tokens=max_new_tokens,
+        eos_token_id=list(stop_ids), pad_token_id=pad, return_dict_in_generate=True, output_scores=not greedy,
+    )
+    model.train(was_training)
+    generated = out.sequences[:, width:]
+    logprobs = None if greedy else token_logprobs(torch.stack(out.scores, 1).float(), generated)
+    turns = []
+    for i, row in enumerate(generated.tolist()):
+        end = next((t + 1 for t, token in enumerate(row) if token in stop_ids), len(row))
+        turns.append(Turn(row[:end], [0.0] * end if greedy else logprobs[i, :end].tolist()))
+    return turns
+
+
 def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
     """Stack rollouts of different lengths, aligning the prompt/completion boundary."""
     prompt_lens = [int((~r.eligible).cumprod(-1).sum(-1).max()) for r in parts]

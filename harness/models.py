@@ -69,7 +69,7 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         return Path(model.path)
     recipe = {
         "version": WARM_START_VERSION,
-        "base": model.path if model.preset is None else {"tiny": asdict(model.tiny)},
+        "base": model.path if model.preset is None else {"tiny": tiny_key(model.tiny)},
         "task": task_key,
         "warm_start": asdict(model.warm_start) if model.warm_start else None,
     }
@@ -84,7 +84,7 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
     staging = target.with_name(key + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     if model.preset == "tiny":
-        save_tiny(model.tiny, staging)
+        save_tiny(model.tiny, staging, corpus=task_corpus(task) if model.tiny.vocabulary else None)
         base = staging
     else:
         base = Path(model.path)
@@ -99,6 +99,16 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
     return target
 
 
+def tiny_key(config: TinyConfig) -> dict:
+    # A default that did not exist when earlier caches were written stays out of their key.
+    return {k: v for k, v in asdict(config).items() if not (k == "vocabulary" and v == 0)}
+
+
+def task_corpus(task: Task) -> list[str]:
+    """The texts a tiny model's trained vocabulary is built from: the training problems."""
+    return [p.prompt + p.demonstration for p in task.train_problems()]
+
+
 class Demonstrations(torch.utils.data.IterableDataset):
     """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
     `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
@@ -106,12 +116,6 @@ class Demonstrations(torch.utils.data.IterableDataset):
     def __init__(self, task: Task, tokenizer, batch_size: int, seed: int, hindsight_fraction: float = 0.0, segments: int = 4):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
         self.hindsight_fraction, self.segments = hindsight_fraction, segments
-
-    def plain(self, prompt: str, completion: str) -> tuple[list[int], list[int]]:
-        tok = self.tokenizer
-        p = tok(prompt, add_special_tokens=False).input_ids
-        c = tok(completion, add_special_tokens=False).input_ids + [tok.eos_token_id]
-        return p + c, [-100] * len(p) + c
 
     def __iter__(self):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
@@ -125,7 +129,7 @@ class Demonstrations(torch.utils.data.IterableDataset):
                 if rng.random() < self.hindsight_fraction:
                     rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng))
                 else:
-                    rows.append(self.plain(problem.prompt, problem.demonstration))
+                    rows.append(self.task.supervised_example(problem, tok))
             width = max(len(ids) for ids, _ in rows)
             input_ids = torch.full((len(rows), width), tok.pad_token_id)
             labels = torch.full((len(rows), width), -100)

@@ -9,11 +9,12 @@ AutoModelForCausalLM load like any other checkpoint.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
 PAD, EOS = "<|pad|>", "<|endoftext|>"
@@ -33,11 +34,26 @@ class TinyConfig:
     head_dim: int = 32
     max_position_embeddings: int = 1024
     init_seed: int = 0
+    vocabulary: int = 0
+    """0: one token per character. N > 0: a BPE of N tokens trained on the task's own texts
+    (prompts and demonstrations), for tasks whose text is long and repetitive (ALFWorld's
+    observations: a turn is hundreds of characters, tens of such tokens). Merges never cross a
+    newline, so a line of text ends where a token ends."""
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {token: i for i, token in enumerate([PAD, EOS, *CHARACTERS])}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
+def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0) -> PreTrainedTokenizerFast:
+    """Characters only, or (vocabulary > 0) a BPE trained on `corpus` over the same alphabet, so
+    any printable text stays representable. Training is deterministic in the corpus."""
+    if vocabulary:
+        core = Tokenizer(models.BPE(unk_token=None))
+        core.pre_tokenizer = pre_tokenizers.Split("\n", behavior="isolated")
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocabulary, special_tokens=[PAD, EOS], initial_alphabet=CHARACTERS, show_progress=False
+        )
+        core.train_from_iterator(corpus, trainer=trainer)
+    else:
+        vocab = {token: i for i, token in enumerate([PAD, EOS, *CHARACTERS])}
+        core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(
         tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left"
@@ -63,9 +79,12 @@ def build_model(config: TinyConfig, tokenizer: PreTrainedTokenizerFast) -> torch
     return AutoModelForCausalLM.from_config(qwen_config, dtype=torch.float32)
 
 
-def save_tiny(config: TinyConfig, directory: Path) -> Path:
-    """Write an untrained tiny model and its tokenizer to `directory` (from_pretrained-loadable)."""
-    tokenizer = build_tokenizer()
+def save_tiny(config: TinyConfig, directory: Path, corpus: Iterable[str] | None = None) -> Path:
+    """Write an untrained tiny model and its tokenizer to `directory` (from_pretrained-loadable).
+    `corpus`: the texts a `vocabulary` > 0 is trained on."""
+    if config.vocabulary and corpus is None:
+        raise ValueError("tiny.vocabulary > 0 needs a corpus to train the tokenizer on")
+    tokenizer = build_tokenizer(corpus, config.vocabulary)
     model = build_model(config, tokenizer)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -42,6 +42,14 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def verify(self, problem: Problem, completion: str) -> Verdict: ...
 
+    def supervised_example(self, problem: Problem, tokenizer) -> tuple[list[int], list[int]]:
+        """(input_ids, labels) of one warm-start example: prompt, demonstration and EOS, with the
+        loss (labels != -100) on what the policy would generate. Multi-turn tasks exclude the
+        environment's text from the loss."""
+        prompt = tokenizer(problem.prompt, add_special_tokens=False).input_ids
+        completion = tokenizer(problem.demonstration, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        return prompt + completion, [-100] * len(prompt) + completion
+
     def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
         """The verdict of a completion the task wrote itself (a demonstration or a `corrupt`ion),
         for warm-start examples. Tasks whose verifier is expensive may compute it directly."""

@@ -160,7 +160,7 @@ class CodeTask(Task):
         self,
         source: str = "pipelines",
         difficulty: Pipelines | dict | None = None,
-        train_size: int = 20000,
+        train_size: int = 4000,
         eval_size: int = 500,
         seed: int = 1234,
         timeout_s: float = 5.0,

@@ -1,0 +1,261 @@
+"""ALFWorld as a multi-turn task: the policy plays a text game, one command per turn, and is
+rewarded 1 if it wins within the turn limit.
+
+An episode is one growing token row, so every algorithm's update and HP-RLVR's hindsight view
+work on it unchanged:
+
+    Your task is to: put a clean apple in fridge.          <- prompt
+    You are in the middle of a room. Looking quickly around you, you see a cabinet 1, ...
+    > go to countertop 1\n                                 <- the policy's tokens (eligible)
+    You arrive at countertop 1. On the countertop 1, you see an apple 1.
+    > take apple 1 from countertop 1\n                     <- eligible
+    ...
+
+The policy's tokens are the commands (each ending at its newline); the environment's answers
+are context, never eligible. Each turn continues the same token ids (`harness.engine.extend`),
+so the row is exactly what the policy saw and sampled. The admissible commands are not listed
+(`show_admissible` lists them after each observation): the observations already name every
+receptacle and object, and a list of ten commands a turn would triple the row.
+
+Games come from `tasks.alfworld_games` (generated over the alfworld package's PDDL domain and
+layouts, or the official ones under $ALFWORLD_DATA). Demonstrations for the warm start are the
+games' expert walkthroughs with random detours ("go to" a receptacle the expert had no reason
+to visit) replayed in the engine: the expert knows where the object is; a policy must look, and
+the detours show it looking, and fail often enough for RL to matter.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from tasks.alfworld_games import TASK_TYPES, AlfworldEnv, EnvPool, GameRecord, GameSize, generate_games, load_official_games
+from tasks.base import Problem, Task, Verdict
+
+if TYPE_CHECKING:
+    from harness.engine import RolloutEngine, Rollouts
+
+PROMPT = "Your task is to: {task}.\n{observation}\n> "
+ACTION_END = "\n"
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A played episode as text pieces: the prompt, then (command, answer) per turn. `answer`
+    already holds the next turn's "> " when the game goes on."""
+
+    prompt: str
+    turns: tuple[tuple[str, str], ...]
+    won: bool
+
+
+def answer_text(observation: str, done: bool, admissible: Sequence[str], show_admissible: bool) -> str:
+    listed = f"\nCommands: {', '.join(admissible)}" if show_admissible and not done else ""
+    return f"{observation}{listed}\n" + ("" if done else "> ")
+
+
+def outcome(won: bool, turns: int, last_observation: str) -> Verdict:
+    if won:
+        return Verdict(1.0, f"won in {turns} turns")
+    return Verdict(0.0, f"not won after {turns} turns; last: {last_observation}")
+
+
+class AlfworldTask(Task):
+    """Generated games (default) or the official ones (`source: official`, from $ALFWORLD_DATA
+    or `official_root`)."""
+
+    def __init__(
+        self,
+        source: str = "generated",
+        task_types: Sequence[str] = TASK_TYPES,
+        train_games: int = 300,
+        eval_games: int = 60,
+        size: GameSize | dict | None = None,
+        seed: int = 0,
+        max_turns: int = 12,
+        detour_rate: float = 0.3,
+        show_admissible: bool = False,
+        cache_dir: str = ".cache/alfworld",
+        official_root: str | None = None,
+    ):
+        """max_turns: commands per episode (an invalid one counts). detour_rate: chance of a
+        detour before each of the expert's moves in a demonstration."""
+        if source not in ("generated", "official"):
+            raise ValueError(f"source: expected 'generated' or 'official', got {source!r}")
+        self.source, self.task_types = source, tuple(task_types)
+        self.train_games, self.eval_games, self.seed = train_games, eval_games, seed
+        self.size = GameSize(**size) if isinstance(size, dict) else size or GameSize()
+        self.max_turns, self.detour_rate, self.show_admissible = max_turns, detour_rate, show_admissible
+        self.cache_dir, self.official_root = Path(cache_dir), official_root
+        self._trusted: dict[tuple[str, str], Verdict] = {}
+
+    # ---- problems
+
+    @cached_property
+    def games(self) -> dict[str, GameRecord]:
+        if self.source == "official":
+            records = load_official_games(self.official_root, task_types=self.task_types)
+            train = [g for g in records if g.split == "train"]
+            held_out = [g for g in records if g.split != "train"][: self.eval_games]
+            records = train[: self.train_games] + held_out
+        else:
+            common = dict(task_types=self.task_types, seed=self.seed, size=self.size, cache_dir=self.cache_dir / "games")
+            records = generate_games(count=self.train_games, split="train", **common) + generate_games(
+                count=self.eval_games, split="eval", **common
+            )
+        return {g.game_id: g for g in records}
+
+    @cached_property
+    def _splits(self) -> tuple[list[Problem], list[Problem]]:
+        train, held_out = [], []
+        env = AlfworldEnv(max_steps=self.max_turns, list_help=False)
+        for game in self.games.values():
+            transcript = self.demonstration(env, game)
+            problem = Problem(
+                id=game.game_id,
+                prompt=transcript.prompt,
+                answer=game.path,
+                demonstration="".join(command + ACTION_END + answer for command, answer in transcript.turns),
+            )
+            (train if game.split == "train" else held_out).append(problem)
+        return train, held_out
+
+    def train_problems(self) -> Sequence[Problem]:
+        return self._splits[0]
+
+    def eval_problems(self) -> Sequence[Problem]:
+        return self._splits[1]
+
+    def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
+        """The expert's walkthrough with seeded detours, replayed; cached beside the game."""
+        cached = Path(game.path).with_name(f"demonstration-{self.detour_rate}-{self.max_turns}-{int(self.show_admissible)}.json")
+        if cached.exists():
+            data = json.loads(cached.read_text())
+            return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
+        rng = random.Random(f"{self.seed}/{game.game_id}")
+        start = env.reset(game)
+        prompt = PROMPT.format(task=start.task, observation=start.observation)
+        if self.show_admissible:
+            prompt = prompt.removesuffix("> ") + f"Commands: {', '.join(start.admissible)}\n> "
+        turns, admissible, won = [], start.admissible, False
+        spare = self.max_turns - len(game.walkthrough)
+        for command in game.walkthrough:
+            detours = [c for c in admissible if c.startswith("go to ") and c != command]
+            if command.startswith("go to ") and detours and spare > 0 and rng.random() < self.detour_rate:
+                detour = rng.choice(detours)
+                result = env.step(detour)
+                turns.append((detour, answer_text(result.observation, result.done, result.admissible, self.show_admissible)))
+                spare -= 1
+            if env.done:
+                break
+            result = env.step(command)
+            admissible, won = result.admissible, result.won
+            turns.append((command, answer_text(result.observation, result.done, result.admissible, self.show_admissible)))
+        transcript = Transcript(prompt, tuple(turns), won)
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"prompt": prompt, "turns": turns, "won": won}))
+        tmp.replace(cached)
+        return transcript
+
+    # ---- warm start: loss on the commands only
+
+    def supervised_example(self, problem: Problem, tokenizer) -> tuple[list[int], list[int]]:
+        encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+        ids = encode(problem.prompt)
+        labels = [-100] * len(ids)
+        for command, answer in split_demonstration(problem.demonstration):
+            action, context = encode(command + ACTION_END), encode(answer)
+            ids += action + context
+            labels += action + [-100] * len(context)
+        return ids, labels
+
+    # ---- rollouts: the environment loop
+
+    def rollout(self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False) -> Rollouts:
+        from harness.engine import Rollouts, extend
+
+        tokenizer = engine.tokenizer
+        encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+        episodes = [p for p in problems for _ in range(per_problem)]
+        pool = EnvPool(len(episodes), max_steps=self.max_turns, list_help=False)
+        starts = pool.reset([self.games[p.id] for p in episodes])
+        rows = [encode(p.prompt) for p in episodes]
+        prompt_lengths = [len(r) for r in rows]
+        eligible = [[False] * len(r) for r in rows]
+        logprobs = [[0.0] * len(r) for r in rows]
+        last = [s.observation for s in starts]
+        stop_ids = sorted({ids[-1] for ids in (encode("x" + ACTION_END),)} | {tokenizer.eos_token_id})
+        for _ in range(self.max_turns):
+            active = [i for i, alive in enumerate(pool.active) if alive]
+            if not active:
+                break
+            turns = extend(engine, [rows[i] for i in active], stop_ids, engine.sampling.max_new_tokens, greedy)
+            commands: list[str | None] = [None] * len(episodes)
+            for i, turn in zip(active, turns):
+                rows[i] += turn.tokens
+                eligible[i] += [True] * len(turn.tokens)
+                logprobs[i] += turn.logprobs
+                commands[i] = tokenizer.decode(turn.tokens, skip_special_tokens=True).strip() or "look"
+            for i, result in enumerate(pool.step(commands)):
+                if result is None:
+                    continue
+                answer = encode(answer_text(result.observation, result.done, result.admissible, self.show_admissible))
+                rows[i] += answer
+                eligible[i] += [False] * len(answer)
+                logprobs[i] += [0.0] * len(answer)
+                last[i] = result.observation
+        width = max(map(len, rows))
+        pad = lambda row, value: [value] * (width - len(row)) + row  # noqa: E731
+        rollouts = Rollouts(
+            problems=episodes,
+            input_ids=torch.tensor([pad(r, tokenizer.pad_token_id) for r in rows]),
+            attention_mask=torch.tensor([pad([1] * len(r), 0) for r in rows]),
+            eligible=torch.tensor([pad(e, False) for e in eligible]),
+            sample_logprobs=torch.tensor([pad(lp, 0.0) for lp in logprobs]),
+            completions=[tokenizer.decode(r[n:], skip_special_tokens=True) for r, n in zip(rows, prompt_lengths)],
+        )
+        rollouts.verdicts = [outcome(env.won, env.steps, text) for env, text in zip(pool.envs, last)]
+        return rollouts
+
+    # ---- verification
+
+    def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
+        """The outcomes the environment gave while the episodes were played."""
+        return list(rollouts.verdicts)
+
+    def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
+        """Warm-start examples ask for the demonstrations' verdicts again and again: replay each
+        once."""
+        key = (problem.id, completion)
+        if key not in self._trusted:
+            self._trusted[key] = self.verify(problem, completion)
+        return self._trusted[key]
+
+    def verify(self, problem: Problem, completion: str) -> Verdict:
+        """Replay the commands of a transcript from the game's start: the engine is deterministic,
+        so this is the outcome the transcript's own episode had."""
+        env = AlfworldEnv(max_steps=self.max_turns, list_help=False)
+        observation = env.reset(self.games[problem.id]).observation
+        for command, _ in split_demonstration(completion):
+            if env.done:
+                break
+            observation = env.step(command).observation
+        return outcome(env.won, env.steps, observation)
+
+
+def split_demonstration(text: str) -> list[tuple[str, str]]:
+    """(command, answer) pairs of a transcript written as command, newline, answer (ending with
+    "> " while the game goes on)."""
+    pairs = []
+    for chunk in text.split("\n> "):
+        command, _, answer = chunk.partition(ACTION_END)
+        pairs.append((command, answer))
+    # Re-attach the "> " that the split consumed, so that pieces tokenise as the rollout did.
+    return [(c, a + ("\n> " if i < len(pairs) - 1 else "")) for i, (c, a) in enumerate(pairs)]

@@ -1,0 +1,93 @@
+"""ALFWorld as a multi-turn task: masks cover exactly the commands, the row is what the policy
+sampled, the hindsight view scores commands only (skipped without the `alfworld` extra)."""
+
+import pytest
+import torch
+
+pytest.importorskip("alfworld")
+pytest.importorskip("textworld")
+
+from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs  # noqa: E402
+from harness.models import load_policy  # noqa: E402
+from tasks.alfworld import AlfworldTask, split_demonstration  # noqa: E402
+from tests.test_engine import peaked  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    return AlfworldTask(train_games=6, eval_games=2, max_turns=10, cache_dir=str(tmp_path_factory.mktemp("alfworld")))
+
+
+def test_demonstrations_win_and_tokenise_with_loss_on_commands_only(task, tiny_dir):
+    _, tokenizer = load_policy(tiny_dir)
+    for problem in task.train_problems():
+        assert task.verify(problem, problem.demonstration) == task.verify_trusted(problem, problem.demonstration)
+        pairs = split_demonstration(problem.demonstration)
+        assert "".join(c + "\n" + a for c, a in pairs) == problem.demonstration
+        ids, labels = task.supervised_example(problem, tokenizer)
+        trained = tokenizer.decode([t for t, label in zip(ids, labels) if label != -100])
+        assert trained == "".join(c + "\n" for c, _ in pairs)
+        assert task.verify(problem, problem.demonstration).reward == 1.0  # detours included
+
+
+def test_an_invalid_command_is_a_turn_and_fails(task):
+    problem = task.train_problems()[0]
+    verdict = task.verify(problem, "dance\n> " * 9 + "dance\n")
+    assert verdict.reward == 0.0 and "not won after 10 turns" in verdict.feedback
+
+
+def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
+    problems = task.train_problems()[:3]
+    rollouts = task.rollout(engine, problems, per_problem=2)
+    assert len(rollouts) == 6 and [p.id for p in rollouts.problems] == [p.id for p in problems for _ in range(2)]
+    newline = tokenizer("\n", add_special_tokens=False).input_ids[0]
+    for row in range(len(rollouts)):
+        ids, eligible, mask = rollouts.input_ids[row], rollouts.eligible[row], rollouts.attention_mask[row]
+        prompt = tokenizer(rollouts.problems[row].prompt, add_special_tokens=False).input_ids
+        start = int(mask.nonzero().min())
+        assert ids[start : start + len(prompt)].tolist() == prompt and not eligible[: start + len(prompt)].any()
+        # every turn: a run of command tokens, then the engine's answer (not eligible)
+        runs = torch.diff(eligible.int(), prepend=torch.tensor([0])).eq(1).sum()
+        assert 1 <= runs <= task.max_turns
+        assert not eligible[-1] or ids[-1] != newline  # a game ends on the engine's answer
+        answers = ids[mask.bool() & ~eligible][len(prompt) :]
+        assert tokenizer.decode(answers.tolist()).count("\n") >= 1
+    forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.9)
+    torch.testing.assert_close(forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4)
+    assert all(v.feedback.startswith(("won", "not won")) for v in task.verify_all(rollouts))
+
+
+def test_hindsight_view_scores_commands_with_the_future_after_them(task, tiny_dir):
+    from algorithms.hp_rlvr import HindsightTemplate, hindsight_views
+
+    torch.manual_seed(1)
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=5))
+    rollouts = task.rollout(engine, task.train_problems()[:2], per_problem=1)
+    rollouts.verdicts = task.verify_all(rollouts)
+    views = hindsight_views(rollouts, segments=8, tokenizer=tokenizer, template=HindsightTemplate())
+    scored = set(zip(views.causal_rows.tolist(), views.causal_cols.tolist()))
+    assert scored == set(map(tuple, rollouts.eligible.nonzero().tolist()))  # commands, and only them
+    for r, c, hr, hc in zip(views.causal_rows, views.causal_cols, views.hindsight_rows, views.hindsight_cols):
+        assert views.input_ids[hr, hc] == rollouts.input_ids[r, c]  # same token, same history after the block
+
+
+def test_hindsight_warm_start_example_trains_one_span_of_commands(task, tiny_dir):
+    import random
+
+    from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
+
+    _, tokenizer = load_policy(tiny_dir)
+    problem = task.train_problems()[0]
+    commands = [c + "\n" for c, _ in split_demonstration(problem.demonstration)]
+    for seed in range(6):
+        ids, labels = hindsight_example(task, problem, tokenizer, HindsightTemplate(), 3, random.Random(seed))
+        trained = tokenizer.decode([t for t, label in zip(ids, labels) if label != -100])
+        # whole commands of consecutive turns, nothing the engine said
+        assert trained and any(trained == "".join(commands[i:j]) for i in range(len(commands)) for j in range(i + 1, len(commands) + 1))
+        assert tokenizer.decode(ids).startswith(HindsightTemplate().open)
