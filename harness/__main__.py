@@ -1,4 +1,4 @@
-"""python -m harness run CONFIG [--results DIR] | leaderboard DIR"""
+"""python -m harness run CONFIG [--results DIR] | leaderboard DIR | bench CONFIG"""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
     board.add_argument("directory", type=Path)
     board.add_argument("--readme", type=Path, help="also paste DIR/leaderboard.md between the leaderboard markers of this file")
+    bench = commands.add_parser("bench", help="time each stage of a step and the harness overhead, per algorithm")
+    bench.add_argument("config", type=Path)
+    bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
+    bench.add_argument("--suite", action="append", help="only this suite (repeatable)")
+    bench.add_argument("--out", type=Path, help="also write the table here (markdown)")
     args = parser.parse_args(argv)
 
     from harness.config import ConfigError, load_benchmark
@@ -48,6 +53,18 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return 2
+    if args.command == "bench":
+        if args.steps < 1:
+            print("error: --steps: must be >= 1", file=sys.stderr)
+            return 2
+        from harness.bench import run_bench, write_report
+
+        board = run_bench(benchmark, args.steps, args.suite)
+        print(board)
+        if args.out:
+            write_report(board, "python -m harness " + " ".join(argv if argv is not None else sys.argv[1:]), args.out)
+            print(f"wrote {args.out}")
+        return 0
     from harness.driver import run_benchmark
 
     run_benchmark(benchmark, args.results)

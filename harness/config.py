@@ -58,6 +58,10 @@ class Suite:
     model: ModelArgs
     groups: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
 
+    def task_key(self) -> dict:
+        """What identifies the task in a starting-weights recipe."""
+        return {"class_path": self.task.class_path, "init_args": self.task.init_args}
+
     def algorithm_groups(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the algorithm's own init_args, its groups with overrides applied)."""
         own, groups = {}, dict(self.groups)

@@ -4,6 +4,7 @@ checkpoint."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import shutil
 import time
@@ -52,23 +53,33 @@ def run_benchmark(benchmark: Benchmark, results: Path) -> None:
     publish(results)
 
 
+def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **group_changes):
+    """(the algorithm's module on the suite's starting weights, where those weights are). The
+    weights are built and cached on first use. `group_changes` replace fields of the suite's
+    groups (e.g. schedule={"steps": 5}) for this module only."""
+    task = suite.task.resolve()(**suite.task.init_args)
+    weights = starting_weights(suite.model, task, suite.task_key(), cache_dir)
+    L.seed_everything(seed, verbose=False)
+    policy, tokenizer = load_policy(weights, suite.model.dtype)
+    policy.train()
+    own, groups = suite.algorithm_groups(algorithm)
+    groups["schedule"] = type(groups["schedule"])(**{**asdict(groups["schedule"]), "seed": seed})
+    for name, changes in group_changes.items():
+        groups[name] = type(groups[name])(**{**asdict(groups[name]), **changes})
+    module = suite.algorithms[algorithm].resolve()(policy=policy, tokenizer=tokenizer, task=task, **own, **groups)
+    return module, weights
+
+
 def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path) -> Path:
     run_dir = suite_dir / run_name(algorithm, seed)
     summary = run_dir / "run.json"
     if summary.exists():
         print(f"[{suite.name}] {run_dir.name}: finished earlier, skipped")
         return run_dir
-    task = suite.task.resolve()(**suite.task.init_args)
-    task_key = {"class_path": suite.task.class_path, "init_args": suite.task.init_args}
     started = time.perf_counter()
-    weights = starting_weights(suite.model, task, task_key, cache_dir)
+    module, weights = build_module(suite, algorithm, seed, cache_dir)
     preparation_s = time.perf_counter() - started
-    L.seed_everything(seed, verbose=False)
-    policy, tokenizer = load_policy(weights, suite.model.dtype)
-    policy.train()
-    own, groups = suite.algorithm_groups(algorithm)
-    groups["schedule"] = type(groups["schedule"])(**{**asdict(groups["schedule"]), "seed": seed})
-    module = suite.algorithms[algorithm].resolve()(policy=policy, tokenizer=tokenizer, task=task, **own, **groups)
+    task_key, own = suite.task_key(), suite.algorithm_groups(algorithm)[0]
     recorder = StepRecorder(run_dir)
     resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
     print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
@@ -76,7 +87,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         accelerator="auto",
         devices=1,
         max_epochs=-1,
-        logger=CSVLogger(run_dir, name="logs"),  # version_0, then version_1 after a resume: nothing overwritten
+        logger=loggers(run_dir),
         callbacks=[recorder, TQDMProgressBar()],
         enable_checkpointing=False,  # StepRecorder checkpoints every step, atomically
         enable_model_summary=False,
@@ -102,6 +113,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
             "algorithm_args": own,
             "seed": seed,
             "model": str(weights),
+            "model_name": suite.model.preset or Path(suite.model.path).name,
             "rollouts_per_prompt": module.rollouts_per_prompt,
             "steps": module.rl_step,
             "wall_clock_s": module.wall_clock_s,
@@ -114,6 +126,17 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return run_dir
+
+
+def loggers(run_dir: Path) -> list:
+    """CSV always (logs/version_0, then version_1 after a resume: nothing overwritten), and
+    TensorBoard (tensorboard/) when it is installed."""
+    chosen = [CSVLogger(run_dir, name="logs")]
+    if importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX"):
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        chosen.append(TensorBoardLogger(run_dir, name="tensorboard"))
+    return chosen
 
 
 def quiet_libraries() -> None:

@@ -36,6 +36,7 @@ def run_table(suite_dir: Path) -> pl.DataFrame:
             {
                 "suite": info["suite"],
                 "task": info["task"],
+                "model": info.get("model_name") or model_name(info["model"]),
                 "algorithm": info["algorithm"],
                 "seed": info["seed"],
                 "steps": metrics.height,
@@ -48,11 +49,17 @@ def run_table(suite_dir: Path) -> pl.DataFrame:
                 "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
                 "grad_norm_records": int(records),
                 "tokens_generated": int(metrics["tokens/generated"].sum()),
+                "peak_memory_mb": float(metrics["memory/peak_mb"].max()) if "memory/peak_mb" in metrics.columns else None,
                 "reward_mean": float(metrics["reward"].mean()),
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
         )
     return pl.DataFrame(rows) if rows else pl.DataFrame()
+
+
+def model_name(weights: str) -> str:
+    """Runs written before run.json named the model: the tiny preset's cache entry, or a path."""
+    return "tiny" if "/policies/" in weights else Path(weights).name
 
 
 def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
@@ -63,13 +70,14 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("grpo_s") / pl.col("wall_clock_s")).alias("speedup")
     )
     rows = []
-    for (suite, task, algorithm), g in paired.group_by(["suite", "task", "algorithm"], maintain_order=True):
+    for (suite, task, model, algorithm), g in paired.group_by(["suite", "task", "model", "algorithm"], maintain_order=True):
         gain = g["accuracy_after"] - g["accuracy_before"]
         speedups = g["speedup"].drop_nulls()
         rows.append(
             {
                 "suite": suite,
                 "task": task,
+                "model": model,
                 "algorithm": algorithm,
                 "seeds": g.height,
                 "steps": int(g["steps"].max()),
@@ -85,6 +93,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "acc_gain_ci95": ci95(gain),
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
+                "peak_memory_mb": float(g["peak_memory_mb"].mean()) if g["peak_memory_mb"].null_count() < g.height else None,
                 # where the wall-clock goes, as shares of it (the rest is recording and the loop)
                 **{f"{stage}_share": float((g[f"{stage}_s"] / g["wall_clock_s"]).mean()) for stage in STAGES},
             }

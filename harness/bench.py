@@ -1,0 +1,144 @@
+"""`python -m harness bench CONFIG`: where a step's time goes, per algorithm, at fixed work.
+
+Each algorithm of each suite runs a few steps on the suite's starting weights, exactly as
+`harness run` would (same module, same Lightning loop, records and checkpoints written to a
+scratch folder), with a clock around the model's own work: `generate`, forward passes (the
+policy's and its trunk's), `backward` and the optimizer step. The harness overhead is the rest
+of the step (verifiers, credit arithmetic outside the model, the loop, records, checkpoints), as
+a share of it. The first step is a warm-up and is not counted; figures are medians over steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import lightning as L
+import polars as pl
+import torch
+
+from harness.config import Benchmark
+from harness.records import StepRecorder, write_atomic
+
+
+class ModelClock:
+    """Seconds spent inside the model's own calls. Nested calls (generate runs forward; the
+    policy's forward runs its trunk's) count once, at the outermost."""
+
+    def __init__(self):
+        self.seconds, self.depth = 0.0, 0
+
+    def wrap(self, function):
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            if self.depth:
+                return function(*args, **kwargs)
+            self.depth += 1
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.depth -= 1
+
+        return timed
+
+    @contextlib.contextmanager
+    def around(self, module):
+        """Patch the module's policy (generate, forward, trunk forward) and its backward for the
+        duration (the optimizers' steps are patched once they exist: `StepClock`)."""
+        policy = module.policy
+        patched = [(policy, "generate"), (policy, "forward"), (policy.base_model, "forward"), (module, "manual_backward")]
+        originals = [(obj, name, getattr(obj, name)) for obj, name in patched]
+        for obj, name, original in originals:
+            setattr(obj, name, self.wrap(original))
+        try:
+            yield self
+        finally:
+            for obj, name, original in originals:
+                setattr(obj, name, original)
+
+
+class StepClock(L.Callback):
+    """Per step: wall-clock from batch start to after the records are written (it must come after
+    the StepRecorder), and the model's share of it."""
+
+    def __init__(self, clock: ModelClock):
+        self.clock, self.rows = clock, []
+
+    def on_train_start(self, trainer, module) -> None:
+        for optimizer in trainer.optimizers:
+            optimizer.step = self.clock.wrap(optimizer.step)
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.started, self.model_at_start = time.perf_counter(), self.clock.seconds
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        record = module.records[-1]
+        self.rows.append(
+            {
+                "step_s": time.perf_counter() - self.started,
+                "model_s": self.clock.seconds - self.model_at_start,
+                **{stage: record[f"timing_s/{stage}"] for stage in ("sample", "verify", "credit", "update")},
+                "peak_mb": record.get("memory/peak_mb"),
+            }
+        )
+
+
+def bench_module(module, steps: int) -> list[dict]:
+    clock = ModelClock()
+    with tempfile.TemporaryDirectory() as scratch, clock.around(module):
+        timer = StepClock(clock)
+        trainer = L.Trainer(
+            accelerator="auto", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
+            enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
+            callbacks=[StepRecorder(Path(scratch)), timer],
+        )
+        loader = torch.utils.data.DataLoader(range(steps), batch_size=None)
+        trainer.fit(module, loader)
+    return timer.rows
+
+
+def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = None) -> pl.DataFrame:
+    from harness.driver import build_module, quiet_libraries
+
+    quiet_libraries()
+    rows = []
+    for suite in benchmark.suites:
+        if suite_names and suite.name not in suite_names:
+            continue
+        for algorithm in suite.algorithms:
+            # No held-out evaluation (it is not part of a step), `steps` + 1 steps (one warm-up).
+            module, _ = build_module(
+                suite, algorithm, suite.seeds[0], benchmark.cache_dir,
+                schedule={"steps": steps + 1}, evaluation={"every": 10**9, "limit": 0},
+            )
+            measured = bench_module(module, steps + 1)[1:]
+            median = {key: statistics.median(r[key] for r in measured) for key in measured[0] if key != "peak_mb"}
+            stages = sum(median[s] for s in ("sample", "verify", "credit", "update"))
+            rows.append(
+                {
+                    "suite": suite.name,
+                    "algorithm": algorithm,
+                    "rollouts/step": module.schedule.prompts_per_step * module.rollouts_per_prompt,
+                    "step_s": median["step_s"],
+                    **{f"{s}_s": median[s] for s in ("sample", "verify", "credit", "update")},
+                    "record_and_loop_s": median["step_s"] - stages,
+                    "model_s": median["model_s"],
+                    "overhead_share": 1 - median["model_s"] / median["step_s"],
+                    "peak_mb": max(r["peak_mb"] for r in measured),
+                }
+            )
+            print(rows[-1])
+    return pl.DataFrame(rows)
+
+
+def write_report(board: pl.DataFrame, command: str, path: Path) -> None:
+    from harness.leaderboard import markdown
+
+    text = f"# Step-time benchmark\n\n`{command}`\n\nMedians over the measured steps (the first step is a warm-up).\n\n{markdown(board)}"
+    write_atomic(path, lambda tmp: tmp.write_text(text))
