@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from harness.memory import peak_mb, reset_peak
 from harness.engine import RolloutEngine, Rollouts, SamplingArgs, sequence_logprobs
 from tasks.base import Problem, Task
 
@@ -246,6 +247,7 @@ class RLVRModule(L.LightningModule):
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
             "credit/mean_abs_advantage": float(advantages.abs().sum() / eligible.sum().clamp(min=1)),
             "credit/frac_tokens_zero_advantage": float(((advantages == 0) & eligible).sum() / eligible.sum().clamp(min=1)),
+            "memory/peak_mb": peak_mb(),
         }
         k = self.rollouts_per_prompt
         if k > 1:
@@ -270,6 +272,7 @@ class RLVRModule(L.LightningModule):
         return correct / max(len(problems), 1)
 
     def on_train_start(self) -> None:
+        reset_peak()
         if not self.evaluations:
             self.evaluations.append({"step": 0, "accuracy": self.evaluate()})
 

@@ -10,7 +10,8 @@ The critic is a linear head on the policy's own trunk rather than a second model
 matmul per token instead of a second forward and backward pass and a second copy of the
 weights, which is what "PPO with a learned critic" costs in practice with a shared model
 (TRL's value-head models). Its loss reaches the trunk, scaled by `value_coef`. The head starts at
-zero, so the first advantages are plain discounted returns; there is no separate critic warm-up.
+zero, so the first advantages are plain discounted returns, and learns at its own, larger rate
+(`value_lr`); there is no separate critic warm-up.
 This is the baseline HP-RLVR claims to make unnecessary.
 """
 

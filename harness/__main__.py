@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
     bench.add_argument("--suite", action="append", help="only this suite (repeatable)")
     bench.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    bench.add_argument("--trl", action="store_true", help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)")
     args = parser.parse_args(argv)
 
     from harness.config import ConfigError, load_benchmark
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.steps < 1:
             print("error: --steps: must be >= 1", file=sys.stderr)
             return 2
+        if args.trl:
+            return compare_with_trl(benchmark, args, argv)
         from harness.bench import run_bench, write_report
 
         board = run_bench(benchmark, args.steps, args.suite)
@@ -68,6 +71,29 @@ def main(argv: list[str] | None = None) -> int:
     from harness.driver import run_benchmark
 
     run_benchmark(benchmark, args.results)
+    return 0
+
+
+def compare_with_trl(benchmark, args, argv) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("trl") is None:
+        print('error: --trl: TRL is not installed (pip install -e ".[bench]")', file=sys.stderr)
+        return 2
+    import polars as pl
+
+    from harness.bench_trl import ComparisonError, run_trl_comparison, show, write_trl_report
+
+    names = args.suite or [s.name for s in benchmark.suites if "grpo" in s.algorithms]
+    try:
+        board = pl.concat([run_trl_comparison(benchmark, name, args.steps) for name in names])
+    except ComparisonError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(show(board))
+    if args.out:
+        write_trl_report(board, "python -m harness " + " ".join(argv if argv is not None else sys.argv[1:]), args.out)
+        print(f"wrote {args.out}")
     return 0
 
 
