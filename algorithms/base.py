@@ -61,6 +61,11 @@ class Schedule:
     steps: int = 100
     prompts_per_step: int = 16
     seed: int = 0
+    prompt_pool: int | None = None
+    """RL draws its prompts from the first `prompt_pool` training problems (None: all of them).
+    A pool smaller than steps x prompts_per_step makes prompts recur, as epochs over a
+    fixed dataset do: what HP-RLVR's per-prompt historical baseline needs to be more than the
+    task-wide mean. The warm start still sees every training problem."""
 
 
 def prompt_stream(problems: Sequence[Problem], seed: int, step: int, count: int) -> list[Problem]:
@@ -125,7 +130,7 @@ class RLVRModule(L.LightningModule):
         timing: dict[str, float] = {}
         started = time.perf_counter()
         problems = prompt_stream(
-            self.task.train_problems(), self.schedule.seed, self.rl_step, self.schedule.prompts_per_step
+            self.task.train_problems()[: self.schedule.prompt_pool], self.schedule.seed, self.rl_step, self.schedule.prompts_per_step
         )
         with timed(timing, "sample"):
             rollouts = self.task.rollout(self.engine, problems, self.rollouts_per_prompt)

@@ -178,6 +178,8 @@ def check_values(suite: Suite, where: str) -> None:
         raise ConfigError(f"{where}.schedule.steps: must be >= 1 (got {s.steps})")
     if s.prompts_per_step < 1:
         raise ConfigError(f"{where}.schedule.prompts_per_step: must be >= 1 (got {s.prompts_per_step})")
+    if s.prompt_pool is not None and s.prompt_pool < s.prompts_per_step:
+        raise ConfigError(f"{where}.schedule.prompt_pool: must be >= prompts_per_step (got {s.prompt_pool})")
     for name, spec in suite.algorithms.items():
         own, groups = suite.algorithm_groups(name)
         if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):

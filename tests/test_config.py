@@ -48,6 +48,7 @@ CASES = [
     ("missing data file", mutate("task.init_args", {"train_file": "/nonexistent/train.jsonl"}), "suites[0].task.init_args.train_file: no such file"),
     ("steps < 1", mutate("schedule.steps", 0), "suites[0].schedule.steps: must be >= 1"),
     ("prompts < 1", mutate("schedule.prompts_per_step", 0), "suites[0].schedule.prompts_per_step: must be >= 1"),
+    ("prompt pool too small", mutate("schedule.prompt_pool", 1), "suites[0].schedule.prompt_pool: must be >= prompts_per_step"),
     ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: a group needs >= 2"),
     ("wrong type", mutate("schedule.steps", "many"), "suites[0].schedule.steps: expected int"),
     ("missing task", mutate("task", DELETE), "suites[0].task: missing"),

@@ -145,3 +145,16 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
     assert all(n > 0 for norms in straight["grad_norms"].to_list() for n in norms)  # real updates happened
     for column in ("prompt_ids", "reward", "grad_norms", "loss", "tokens/generated", "rollouts_total", "lr"):
         assert resumed[column].to_list() == straight[column].to_list(), column
+
+
+@pytest.mark.slow
+def test_prompt_pool_makes_prompts_recur(tmp_path):
+    config = tmp_path / "pool.yaml"
+    spec = suite("math", "tasks.math.MathTask", steps=2)
+    spec["schedule"]["prompt_pool"] = 6
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
+    metrics = pl.read_parquet(tmp_path / "results" / "math" / "grpo-seed0" / "metrics.parquet")
+    pool = {p.id for p in MathTask(train_size=200, eval_size=20).train_problems()[:6]}
+    seen = {pid for ids in metrics["prompt_ids"] for pid in ids}
+    assert seen <= pool and len(seen) > 4  # two steps of 4 prompts, drawn from the 6
