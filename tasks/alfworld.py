@@ -125,6 +125,10 @@ class AlfworldTask(Task):
                 demonstration="".join(command + ACTION_END + answer for command, answer in transcript.turns),
             )
             (train if game.split == "train" else held_out).append(problem)
+            last = transcript.turns[-1][1] if transcript.turns else ""
+            self._trusted[(problem.id, problem.demonstration)] = outcome(
+                transcript.won, len(transcript.turns), last.removesuffix("> ").strip()
+            )
         return train, held_out
 
     def train_problems(self) -> Sequence[Problem]:
@@ -231,8 +235,8 @@ class AlfworldTask(Task):
         return list(rollouts.verdicts)
 
     def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
-        """Warm-start examples ask for the demonstrations' verdicts again and again: replay each
-        once."""
+        """Warm-start examples ask for the demonstrations' verdicts again and again: those were
+        recorded when the demonstrations were played; anything else is replayed once."""
         key = (problem.id, completion)
         if key not in self._trusted:
             self._trusted[key] = self.verify(problem, completion)
