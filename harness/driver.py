@@ -46,11 +46,16 @@ def run_name(algorithm: str, seed: int) -> str:
 def run_benchmark(benchmark: Benchmark, results: Path) -> None:
     quiet_libraries()
     for suite in benchmark.suites:
+        reason = suite.task.resolve().unavailable()
+        if reason:
+            print(f"[{suite.name}] skipped: {suite.task.class_path} {reason}")
+            continue
         for seed in suite.seeds:
             for algorithm in suite.algorithms:
                 run_one(suite, algorithm, seed, results / suite.name, benchmark.cache_dir)
         publish(results / suite.name)
-    publish(results)
+    if any(results.glob("*/*/run.json")):
+        publish(results)
 
 
 def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **group_changes):

@@ -26,6 +26,7 @@ the detours show it looking, and fail often enough for RL to matter.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 from collections.abc import Sequence
@@ -95,6 +96,11 @@ class AlfworldTask(Task):
         self.max_turns, self.detour_rate, self.show_admissible = max_turns, detour_rate, show_admissible
         self.cache_dir, self.official_root = Path(cache_dir), official_root
         self._trusted: dict[tuple[str, str], Verdict] = {}
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        missing = [m for m in ("alfworld", "textworld", "fast_downward") if importlib.util.find_spec(m) is None]
+        return f"needs the alfworld extra (pip install -e '.[alfworld]'); missing: {', '.join(missing)}" if missing else None
 
     # ---- problems
 

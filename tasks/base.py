@@ -33,6 +33,12 @@ class Problem:
 class Task(abc.ABC):
     """A task family. Splits must be deterministic in the task's arguments (seeded)."""
 
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this task cannot run here (an optional extra not installed), or None. A suite whose
+        task is unavailable is skipped with this message rather than failing the benchmark."""
+        return None
+
     @abc.abstractmethod
     def train_problems(self) -> Sequence[Problem]: ...
 

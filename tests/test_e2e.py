@@ -27,6 +27,12 @@ class ParityReward(MathTask):
         return Verdict(float(len(completion) % 2), "parity")
 
 
+class NeedsAnExtra(MathTask):
+    @classmethod
+    def unavailable(cls):
+        return "needs the imaginary extra"
+
+
 def suite(name, task_class, steps=3, **extra):
     return {
         "name": name,
@@ -158,3 +164,11 @@ def test_prompt_pool_makes_prompts_recur(tmp_path):
     pool = {p.id for p in MathTask(train_size=200, eval_size=20).train_problems()[:6]}
     seen = {pid for ids in metrics["prompt_ids"] for pid in ids}
     assert seen <= pool and len(seen) > 4  # two steps of 4 prompts, drawn from the 6
+
+
+def test_a_suite_whose_task_is_unavailable_is_skipped(tmp_path, capsys):
+    config = tmp_path / "skip.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite("extra", "test_e2e.NeedsAnExtra")]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
+    assert "[extra] skipped: test_e2e.NeedsAnExtra needs the imaginary extra" in capsys.readouterr().out
+    assert not (tmp_path / "results" / "extra").exists()
