@@ -118,7 +118,7 @@ class RLVRModule(L.LightningModule):
     def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
         """Per-token log-probs [N, L] under the current policy (with gradient) and any other
         per-token outputs of the same forward pass (PPO's values)."""
-        return sequence_logprobs(self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature), {}
+        return sequence_logprobs(self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature, batch.eligible), {}
 
     def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         """Loss terms beyond the surrogate (PPO's value loss); none by default."""
@@ -168,7 +168,7 @@ class RLVRModule(L.LightningModule):
             # pi_old must be the snapshot that sampled, for every mini-batch after the first.
             with torch.no_grad():
                 rollouts.token_data["old_logprobs"] = sequence_logprobs(
-                    self.policy, rollouts.input_ids, rollouts.attention_mask, self.sampling.temperature
+                    self.policy, rollouts.input_ids, rollouts.attention_mask, self.sampling.temperature, rollouts.eligible
                 )
         norms, losses, clipped, extras = [], [], [], []
         for _ in range(args.epochs):
@@ -219,7 +219,7 @@ class RLVRModule(L.LightningModule):
 
     def kl_to_reference(self, batch: Rollouts, logprobs: Tensor) -> Tensor:
         with torch.no_grad():
-            ref = sequence_logprobs(self.reference, batch.input_ids, batch.attention_mask, self.sampling.temperature)
+            ref = sequence_logprobs(self.reference, batch.input_ids, batch.attention_mask, self.sampling.temperature, batch.eligible)
         log_ratio = ref - logprobs
         k3 = torch.exp(log_ratio) - log_ratio - 1
         mask = batch.eligible.float()

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
-from harness.engine import Rollouts, position_ids, token_logprobs
+from harness.engine import Rollouts, logprobs_at, position_ids
 
 
 def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
@@ -79,24 +79,23 @@ class PPO(RLVRModule):
         lr = self.value_lr if self.value_lr is not None else 10 * self.optim_args.lr
         return [{"params": list(self.value_head.parameters()), "lr": lr}]
 
-    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """(log-probs [N, L], values [N, L]) from one pass through the trunk. Column t's value is
-        the head on the state that predicts token t, i.e. V before acting at t."""
+    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor, eligible: Tensor) -> tuple[Tensor, Tensor]:
+        """(log-probs [N, L] at the eligible tokens, values [N, L]) from one pass through the
+        trunk. Column t's value is the head on the state that predicts token t, i.e. V before
+        acting at t."""
         hidden = self.policy.base_model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
-        logits = self.policy.get_output_embeddings()(hidden[:, :-1])
-        logprobs = token_logprobs(logits, input_ids[:, 1:], self.sampling.temperature)
+        logprobs = logprobs_at(self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature)
         values = self.value_head(hidden[:, :-1]).squeeze(-1)
-        pad = torch.nn.functional.pad
-        return pad(logprobs, (1, 0)), pad(values, (1, 0))
+        return logprobs, torch.nn.functional.pad(values, (1, 0))
 
     # ---- stage 3: credit from the critic
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         eligible = rollouts.eligible
         with torch.no_grad():
-            _, values = self.forward_with_values(rollouts.input_ids, rollouts.attention_mask)
+            _, values = self.forward_with_values(rollouts.input_ids, rollouts.attention_mask, rollouts.eligible)
         values = values.float() * eligible
         last = eligible.long().cumsum(-1).argmax(-1)  # the last eligible column of each row
         rewards = torch.zeros_like(values)
@@ -117,7 +116,7 @@ class PPO(RLVRModule):
     # ---- stage 4 extras: the clipped value loss, from the same forward pass as the policy's
 
     def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
-        logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask)
+        logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask, batch.eligible)
         return logprobs, {"values": values}
 
     def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:

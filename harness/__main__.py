@@ -21,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
     bench.add_argument("--suite", action="append", help="only this suite (repeatable)")
     bench.add_argument("--out", type=Path, help="also write the table here (markdown)")
-    bench.add_argument("--trl", action="store_true", help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)")
+    bench.add_argument(
+        "--trl", action="store_true", help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)"
+    )
     args = parser.parse_args(argv)
 
     from harness.config import ConfigError, load_benchmark
@@ -82,9 +84,20 @@ def compare_with_trl(benchmark, args, argv) -> int:
         return 2
     import polars as pl
 
-    from harness.bench_trl import ComparisonError, run_trl_comparison, show, write_trl_report
+    from harness.bench_trl import ComparisonError, check_suite, run_trl_comparison, show, write_trl_report
 
-    names = args.suite or [s.name for s in benchmark.suites if "grpo" in s.algorithms]
+    names = args.suite
+    if not names:  # every suite the comparison can run; the others are named and skipped
+        names = []
+        for suite in benchmark.suites:
+            try:
+                check_suite(suite)
+                names.append(suite.name)
+            except ComparisonError as error:
+                print(f"skipped: {error}")
+    if not names:
+        print("error: --trl: no suite to compare (see above)", file=sys.stderr)
+        return 2
     try:
         board = pl.concat([run_trl_comparison(benchmark, name, args.steps) for name in names])
     except ComparisonError as error:

@@ -82,14 +82,36 @@ def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0, chu
     return out
 
 
-def sequence_logprobs(model, input_ids: Tensor, attention_mask: Tensor, temperature: float) -> Tensor:
+def sequence_logprobs(model, input_ids: Tensor, attention_mask: Tensor, temperature: float, positions: Tensor | None = None) -> Tensor:
     """[N, L] log-prob of each token given the ones before it (column 0, which has no
-    context, is 0). Gradients flow when called outside no_grad."""
-    logits = model(
+    context, is 0). Gradients flow when called outside no_grad.
+
+    With `positions` ([N, L] bool, e.g. the eligible tokens) only those columns are computed
+    (0 elsewhere): the trunk runs once and only the hidden states that predict them are projected
+    to the vocabulary, so no [N, L, V] logits exist (a prompt of 500 tokens and a vocabulary of
+    151,936 would otherwise cost 300 MB a row in float32). The projection is the model's output
+    head as is: a model that post-processes its logits (soft-capping) needs `positions=None`."""
+    if positions is None:
+        logits = model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
+        ).logits
+        logp = token_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
+        return torch.nn.functional.pad(logp, (1, 0))
+    hidden = model.base_model(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
-    ).logits
-    logp = token_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
-    return torch.nn.functional.pad(logp, (1, 0))
+    ).last_hidden_state
+    return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
+
+
+def logprobs_at(head, hidden: Tensor, input_ids: Tensor, positions: Tensor, temperature: float) -> Tensor:
+    """[N, L] log-probs of the tokens at `positions` from the trunk's hidden states (the state at
+    column t - 1 predicts token t), projecting only those states; 0 elsewhere."""
+    rows, cols = positions[:, 1:].nonzero(as_tuple=True)
+    cols = cols + 1
+    logits = head(hidden[rows, cols - 1])  # [M, V]
+    picked = token_logprobs(logits[None], input_ids[rows, cols][None], temperature)[0]
+    out = torch.zeros(input_ids.shape, dtype=picked.dtype, device=picked.device)
+    return out.index_put((rows, cols), picked)
 
 
 class RolloutEngine:

@@ -73,3 +73,14 @@ def test_chunked_generation_concatenates_aligned(tiny_dir):
     sub = rollouts.select(torch.tensor([1, 7]))
     assert sub.completions == [rollouts.completions[1], rollouts.completions[7]]
     assert sub.eligible.sum() == rollouts.eligible[[1, 7]].sum()
+
+
+def test_logprobs_at_chosen_positions_equal_the_full_forward(tiny_dir):
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.7, max_new_tokens=9)).generate(problems(5))
+    full = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.7)
+    chosen = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.7, rollouts.eligible)
+    torch.testing.assert_close(chosen[rollouts.eligible], full[rollouts.eligible], atol=1e-5, rtol=1e-5)
+    assert (chosen[~rollouts.eligible] == 0).all()
