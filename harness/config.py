@@ -212,8 +212,9 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not isinstance(raw, dict) or "suites" not in raw:
         raise ConfigError("suites: missing (the file needs a top-level 'suites:' list)")
     for key in raw:
-        if key not in ("suites", "cache_dir"):
-            raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir)")
+        # x-... keys hold YAML anchors for the suites to share (as in docker-compose files)
+        if key not in ("suites", "cache_dir") and not str(key).startswith("x-"):
+            raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir, or x-... for anchors)")
     if not isinstance(raw["suites"], list) or not raw["suites"]:
         raise ConfigError("suites: expected a non-empty list")
     suites = [parse_suite(s, f"suites[{i}]") for i, s in enumerate(raw["suites"])]

@@ -87,3 +87,20 @@ def test_repository_config_files_are_valid(name):
     root = Path(__file__).parents[1]
     benchmark = load_benchmark(root / name if name == "benchmarks.yaml" else root / "configs" / name)
     assert benchmark.suites
+
+
+def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
+    """benchmarks-gpu.yaml names checkpoints this machine does not have: everything else in it
+    must pass validation, so the only error is the model path."""
+    from harness.config import ConfigError, load_benchmark
+
+    root = Path(__file__).parents[1]
+    text = (root / "benchmarks-gpu.yaml").read_text()
+    with pytest.raises(ConfigError, match="suites\\[0\\].model.path: no such directory"):
+        load_benchmark(root / "benchmarks-gpu.yaml")
+    model, data = tmp_path / "Qwen3-8B", tmp_path / "gsm8k"
+    model.mkdir(), data.mkdir()
+    (data / "train.jsonl").write_text(""), (data / "test.jsonl").write_text("")
+    local = tmp_path / "gpu.yaml"
+    local.write_text(text.replace("/models/Qwen3-8B", str(model)).replace("/data/gsm8k", str(data)).replace("cache_dir: .cache", f"cache_dir: {tmp_path}"))
+    assert [s.name for s in load_benchmark(local).suites] == ["math-qwen3", "code-qwen3", "alfworld-qwen3"]
