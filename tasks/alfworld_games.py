@@ -714,7 +714,10 @@ def plan_walkthrough(game: Mapping[str, Any] | str | Path, timeout_s: float = 20
         payload = json.dumps({k: v for k, v in game.items() if k != "walkthrough"})
     try:
         out = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "plan", "-"],
+            # As a module, not a script: a script's folder (tasks/) comes first on sys.path, where
+            # tasks/alfworld.py would shadow the alfworld package.
+            [sys.executable, "-m", "tasks.alfworld_games", "plan", "-"],
+            cwd=Path(__file__).resolve().parents[1],
             input=payload,
             capture_output=True,
             text=True,
@@ -1084,8 +1087,8 @@ class EnvPool:
 
 
 # --------------------------------------------------------------------------------------------
-# Command line: `python tasks/alfworld_games.py plan GAME|-` (used by plan_walkthrough) and
-# `python tasks/alfworld_games.py generate --count N --cache-dir DIR ...`.
+# Command line: `python -m tasks.alfworld_games plan GAME|-` (used by plan_walkthrough) and
+# `python -m tasks.alfworld_games generate --count N --cache-dir DIR ...`.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
