@@ -79,14 +79,16 @@ class PPO(RLVRModule):
         lr = self.value_lr if self.value_lr is not None else 10 * self.optim_args.lr
         return [{"params": list(self.value_head.parameters()), "lr": lr}]
 
-    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor, eligible: Tensor) -> tuple[Tensor, Tensor]:
+    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor, eligible: Tensor | None) -> tuple[Tensor | None, Tensor]:
         """(log-probs [N, L] at the eligible tokens, values [N, L]) from one pass through the
         trunk. Column t's value is the head on the state that predicts token t, i.e. V before
-        acting at t."""
+        acting at t. eligible=None: values only (the credit stage needs no vocabulary projection)."""
         hidden = self.policy.base_model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
-        logprobs = logprobs_at(self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature)
+        logprobs = None if eligible is None else logprobs_at(
+            self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature
+        )
         values = self.value_head(hidden[:, :-1]).squeeze(-1)
         return logprobs, torch.nn.functional.pad(values, (1, 0))
 
@@ -95,7 +97,7 @@ class PPO(RLVRModule):
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         eligible = rollouts.eligible
         with torch.no_grad():
-            _, values = self.forward_with_values(rollouts.input_ids, rollouts.attention_mask, rollouts.eligible)
+            _, values = self.forward_with_values(rollouts.input_ids, rollouts.attention_mask, None)
         values = values.float() * eligible
         last = eligible.long().cumsum(-1).argmax(-1)  # the last eligible column of each row
         rewards = torch.zeros_like(values)

@@ -114,6 +114,13 @@ def logprobs_at(head, hidden: Tensor, input_ids: Tensor, positions: Tensor, temp
     return out.index_put((rows, cols), picked)
 
 
+def generate_kwargs(sampling: SamplingArgs, greedy: bool) -> dict:
+    """`generate`'s decoding arguments: greedy, or sampling at T / top-p with no top-k."""
+    if greedy:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+
+
 class RolloutEngine:
     def __init__(self, model, tokenizer, sampling: SamplingArgs):
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
@@ -134,14 +141,9 @@ class RolloutEngine:
             [p.prompt for p in problems], return_tensors="pt", padding=True, padding_side="left",
             add_special_tokens=False,
         ).to(self.model.device)
-        sampling_kwargs = (
-            dict(do_sample=False)
-            if greedy
-            else dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        )
         out = self.model.generate(
             **prompts,
-            **sampling_kwargs,
+            **generate_kwargs(sampling, greedy),
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
@@ -195,15 +197,10 @@ def extend(
     pad = tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=model.device)
     attention_mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
-    sampling_kwargs = (
-        dict(do_sample=False)
-        if greedy
-        else dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-    )
     was_training = model.training
     model.eval()
     out = model.generate(
-        input_ids=input_ids, attention_mask=attention_mask, **sampling_kwargs, max_new_tokens=max_new_tokens,
+        input_ids=input_ids, attention_mask=attention_mask, **generate_kwargs(sampling, greedy), max_new_tokens=max_new_tokens,
         eos_token_id=list(stop_ids), pad_token_id=pad, return_dict_in_generate=True, output_scores=not greedy,
     )
     model.train(was_training)
