@@ -29,12 +29,14 @@ import contextlib
 import json
 import os
 import resource
+import select
 import signal
 import sys
 
 # Linux constants without stdlib names before Python 3.12 (os.unshare, os.CLONE_*).
-CLONE_FLAGS = {"mount": 0x00020000, "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
+CLONE_FLAGS = {"mount": 0x00020000, "ipc": 0x08000000, "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
@@ -60,12 +62,17 @@ NETWORK_PREFIXES = ("socket.",)
 PROCESS_PREFIXES = ("os.kill", "os.killpg", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "pty.spawn")
 
 
+_libc = None  # a worker (`serve`) loads libc once; untrusted code finds None here (see _forget_ctypes)
+
+
 def _libc_call(name, *args):
     """Call a libc function that returns 0 on success; raise OSError otherwise."""
+    global _libc
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(libc, name)(*args) != 0:
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(_libc, name)(*args) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{name}: {os.strerror(err)}")
 
@@ -120,7 +127,10 @@ def _drop_capabilities():
 
 def _forget_ctypes():
     """Untrusted code must not find the ctypes module already imported (a fresh import is
-    refused by the audit hook, since it dlopen()s)."""
+    refused by the audit hook, since it dlopen()s), nor the libc handle a worker loaded (calling
+    through it would be refused too: ctypes.call_function is an audit event)."""
+    global _libc
+    _libc = None
     for name in list(sys.modules):
         if name in ("ctypes", "_ctypes") or name.startswith("ctypes."):
             del sys.modules[name]
@@ -284,14 +294,19 @@ def _run_untrusted(job, token, fd):
     finish(pass_record, 0)
 
 
-def _init(job, token, fd, outer_pid):
+def _init(job, token, fd, outer_pid, alive_fd=None):
     """pid 1 (of the new PID namespace when there is one): start pid 2, reap, and exit with its
-    status, which kills whatever pid 2 left behind."""
+    status, which kills whatever pid 2 left behind. `alive_fd` (a worker's job) is the read end
+    of a pipe only the outer holds open: readable (EOF) means the outer died before our prctl."""
     _die_with_parent(None if "pid" in job["unshare"] else outer_pid)
+    if alive_fd is not None and select.select([alive_fd], [], [], 0)[0]:
+        os._exit(70)
     if "mount" in job["unshare"]:
         _mount_private_proc()
     child = os.fork()
     if child == 0:
+        if alive_fd is not None:
+            os.close(alive_fd)
         job["pid1"] = os.getppid()
         _run_untrusted(job, token, fd)
     token[:] = b"\0" * len(token)
@@ -340,6 +355,240 @@ def run(job_path, fd):
     _wait_and_exit(child)
 
 
+# --- the batched path: one confined worker serving many jobs ------------------------------------
+
+RESULT_LIMIT = 1 << 16  # the result pipe carries a few short JSON lines
+EXIT_GRACE_S = 0.5  # after a job's outer exits, how long its pipes may take to close
+POLL_S = 0.1
+REAP_GRACE_S = 2.0  # how long a killed job may take to be gone before the worker gives up
+
+
+def serve(config_json):
+    """A worker: confine this process once (network namespace, child subreaper), preload what
+    every job needs, then run jobs read from stdin, one JSON line each, and answer each on stdout
+    once the job is over in every sense: every process gone, its files removed.
+
+    Per job:
+
+        worker  root, in its network namespace    fork J, collect pipes, enforce the deadline
+        J       root, own process group           unshare(pid, mount, ipc), fork, wait, exit
+        pid 1   init of the job's PID namespace   as `_init` (private /proc)
+        pid 2   the untrusted process              as `_run_untrusted`
+
+    The worker exits when stdin closes (the harness exited or closed the pool), even mid-job.
+    """
+    config = json.loads(config_json)
+    chan_in, chan_out = os.dup(0), os.dup(1)  # non-inheritable; jobs close them anyway
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    try:
+        _unshare(config["unshare"])
+        _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a job's pid 1 whose J died is ours to reap
+        import ast  # noqa: F401 - preloaded: each job's pid 2 needs them
+        import shutil  # noqa: F401
+        import traceback  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any failure here is the sandbox's
+        _send(chan_out, {"error": f"sandbox setup failed: {exc!r}"})
+        os._exit(70)
+    _send(chan_out, {"ready": True})
+    pending = bytearray()
+    while True:
+        line = _read_line(chan_in, pending)
+        if line is None:
+            os._exit(0)
+        try:
+            response = _serve_job(json.loads(line), config["uid"], chan_in, pending)
+        except Exception as exc:  # noqa: BLE001 - the harness replaces a worker that reports this
+            _send(chan_out, {"fatal": repr(exc)})
+            os._exit(70)
+        if response is None:  # the harness is gone
+            os._exit(0)
+        _send(chan_out, response)
+
+
+def _send(fd, record):
+    data = memoryview((json.dumps(record) + "\n").encode())
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_line(fd, pending):
+    while b"\n" not in pending:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        pending += chunk
+    line, _, rest = bytes(pending).partition(b"\n")
+    pending[:] = rest
+    return line
+
+
+def _serve_job(job, uid, chan_in, pending):
+    """Run one job and return what it produced; None if the harness went away meanwhile."""
+    token = bytearray(job.pop("token").encode())
+    pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, result
+    worker_pid = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        result_w = pipes[2][1]
+        try:
+            os.setpgid(0, 0)  # the worker's killpg at the deadline reaches J and pid 1, never itself
+            _die_with_parent(worker_pid)
+            os.dup2(pipes[0][1], 1)
+            os.dup2(pipes[1][1], 2)
+            for name in os.listdir("/proc/self/fd"):  # the worker's channels, the other pipe ends
+                if int(name) not in (0, 1, 2, result_w):
+                    with contextlib.suppress(OSError):
+                        os.close(int(name))
+            os.chdir(job["workdir"])
+            os.environ.clear()
+            os.environ.update(job["env"])
+            _unshare(job["unshare"])
+            alive_r, alive_w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                os.close(alive_w)
+                _init(job, token, result_w, None, alive_r)
+            os.close(alive_r)
+            token[:] = b"\0" * len(token)
+            _wait_and_exit(child)
+        except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
+            with contextlib.suppress(BaseException):
+                os.write(result_w, (json.dumps({"error": f"sandbox setup failed: {exc!r}"}) + "\n").encode())
+            os._exit(70)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # both sides set it: whichever runs first
+    token[:] = b"\0" * len(token)
+    del token
+    for _, w in pipes:
+        os.close(w)
+    readers = [r for r, _ in pipes]
+    try:
+        kept, timed_out, overflow, harness_gone = _collect_job(
+            pid, readers, job["timeout_s"], job["output_limit"], job["max_output_bytes"], chan_in, pending
+        )
+    finally:
+        for r in readers:
+            os.close(r)
+        exit_code = _end_job(pid)
+        _kill_uid(uid)
+        _remove_leftovers(job["workdir"], uid, job["leftover_dirs"])
+    if harness_gone:
+        return None
+    return {
+        "stdout": kept["stdout"].decode("latin-1"),
+        "stderr": kept["stderr"].decode("latin-1"),
+        "result": kept["result"].decode("latin-1"),
+        "timed_out": timed_out,
+        "overflow": overflow,
+        "exit_code": exit_code,
+    }
+
+
+def _collect_job(pid, readers, timeout_s, output_limit, max_output_bytes, chan_in, pending):
+    """`tasks.sandbox._collect` for a job: read stdout, stderr and the result pipe as data
+    arrives, keeping the first `output_limit` bytes of each output; done when every pipe is
+    closed, when J exited and the pipes stayed open EXIT_GRACE_S longer, at the deadline, once
+    the output passes `max_output_bytes`, or when the harness closes our stdin."""
+    import time
+
+    names = dict(zip(readers, ("stdout", "stderr", "result")))
+    caps = {"stdout": output_limit, "stderr": output_limit, "result": RESULT_LIMIT}
+    kept = {name: bytearray() for name in caps}
+    total, exited_at = 0, None
+    deadline = time.monotonic() + timeout_s
+    poller = select.poll()
+    for fd in (*readers, chan_in):
+        poller.register(fd, select.POLLIN)
+    open_fds = set(readers)
+    while open_fds:
+        now = time.monotonic()
+        if exited_at is None and _has_exited(pid):
+            exited_at = now
+        end = deadline if exited_at is None else min(deadline, exited_at + EXIT_GRACE_S)
+        if now >= end:
+            return kept, exited_at is None, False, False
+        for fd, _ in poller.poll(max(1, int(1000 * min(end - now, POLL_S)) + 1)):
+            chunk = os.read(fd, 1 << 16)
+            if fd == chan_in:
+                if not chunk:
+                    return kept, False, False, True
+                pending += chunk
+                continue
+            if not chunk:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+                continue
+            name = names[fd]
+            kept[name] += chunk[: max(0, caps[name] - len(kept[name]))]
+            if name != "result":
+                total += len(chunk)
+                if total > max_output_bytes:
+                    return kept, False, True, False
+    return kept, False, False, False
+
+
+def _has_exited(pid):
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _end_job(pid):
+    """SIGKILL the job's process group (J and pid 1; pid 1's death empties its PID namespace),
+    reap J, then reap every other child we have (pid 1, if J died first and it was reparented to
+    us, the subreaper) until none is left: then no process of the job exists. Returns J's exit
+    status (pid 2's, as `run` reports it)."""
+    import time
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # J is unreaped, so its pid (the group id) is still ours
+    exit_code = _exit_code(os.waitpid(pid, 0)[1])
+    give_up = time.monotonic() + REAP_GRACE_S
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                if time.monotonic() > give_up:
+                    raise RuntimeError("a job's processes did not die")
+                time.sleep(0.002)
+        except ChildProcessError:
+            return exit_code
+
+
+def _kill_uid(uid):
+    """SIGKILL every process of the private uid (kill(-1) as that uid): with a PID namespace per
+    job nothing should be left, this makes sure."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        except BaseException:  # noqa: BLE001 - ESRCH: nothing to kill
+            os._exit(1)
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _remove_leftovers(workdir, uid, directories):
+    """The job's working directory and whatever the private uid created in `directories` (the
+    world-writable ones). Runs after every process of the job is dead."""
+    import shutil
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    for directory in directories:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+
+
 def probe(names):
     """Exit 0 if this kernel lets us enter `names` (and, with a mount namespace, mount /proc)."""
     _unshare(names)
@@ -360,5 +609,7 @@ if __name__ == "__main__":
             probe([n for n in sys.argv[2].split(",") if n])
         except OSError:
             os._exit(1)
+    elif sys.argv[1] == "serve":
+        serve(sys.argv[2])
     else:
         run(sys.argv[2], int(sys.argv[3]))

@@ -14,9 +14,9 @@ process):
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tasks.base import Problem, Task, Verdict

@@ -73,6 +73,7 @@ import json
 import logging
 import math
 import os
+import queue
 import secrets
 import selectors
 import shutil
@@ -87,6 +88,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from tasks.base import Verdict
 
@@ -139,6 +141,7 @@ class Execution:
     timed_out: bool
     duration_s: float
     workdir: str
+    uid: int | None = None  # the private uid it ran as (None without root)
 
 
 # --- probing what the kernel allows -----------------------------------------------------------
@@ -275,12 +278,17 @@ def run_program(
     return execute(program, tests, timeout_s, memory_mb=memory_mb, output_limit=output_limit).verdict
 
 
-def run_programs(jobs: Sequence[tuple[str, str]], timeout_s: float = 5.0, workers: int | None = None) -> list[Verdict]:
-    """Verdicts of many (program, tests) pairs, in order. Threads suffice: each one only waits
-    on its child process. Defaults to one run per CPU."""
+def run_programs(
+    jobs: Sequence[tuple[str, str]], timeout_s: float = 5.0, workers: int | None = None, *, batched: bool = True
+) -> list[Verdict]:
+    """Verdicts of many (program, tests) pairs, in order, `workers` at a time (default: one per
+    CPU). Threads suffice: each one only waits on a process. With `batched` (and a kernel that
+    allows it, see `SandboxPool`) the runs go through one confined worker per thread instead of
+    a fresh interpreter each; `batched=False` forces the per-run path."""
     isolation()  # probe once, before the threads race to
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda job: run_program(job[0], job[1], timeout_s), jobs))
+    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    with SandboxPool(n, batched=batched) as sandbox, ThreadPoolExecutor(max_workers=n) as threads:
+        return list(threads.map(lambda job: sandbox.execute(job[0], job[1], timeout_s).verdict, jobs))
 
 
 def execute(
@@ -301,38 +309,50 @@ def execute(
     iso = isolation_override or isolation()
     with contextlib.ExitStack() as stack:
         uid = stack.enter_context(_uid_slot()) if iso.privilege == "uid-drop" else None
-        workdir = tempfile.mkdtemp(prefix="rlvr-sandbox-run-", dir=tmp_root)
+        workdir = _make_workdir(uid, tmp_root)
         stack.callback(_remove_leftovers, workdir, uid)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-            if not iso.pid_namespace:
-                _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
+        if uid is not None and not iso.pid_namespace:
+            _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
         nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
-        job = {
-            "token": secrets.token_hex(16),
-            "program": program,
-            "tests": tests,
-            "unshare": list(iso.unshare),
-            "uid": uid,
-            "gid": uid,
-            "harness_pid": os.getpid(),
-            "block_network": iso.network != "netns",
-            # kill(-1) or an exec'd program could reach the harness's processes only when the
-            # sandbox shares the harness's uid and PID namespace.
-            "block_processes": uid is None and not iso.pid_namespace,
-            "rlimits": {
-                "cpu": math.ceil(timeout_s) + 1,
-                "as": memory_mb << 20,
-                "fsize": file_size_mb << 20,
-                "nproc": nproc,
-                "core": 0,
-            },
-        }
+        job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc)
         fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
         stack.callback(_unlink_quietly, job_path)
         with os.fdopen(fd, "w") as f:
             json.dump(job, f)
         return _supervise(iso, job, job_path, workdir, timeout_s, output_limit, max_output_bytes, stack)
+
+
+def _make_workdir(uid: int | None, tmp_root: str | None) -> str:
+    workdir = tempfile.mkdtemp(prefix="rlvr-sandbox-run-", dir=tmp_root)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    return workdir
+
+
+def _job(
+    iso: Isolation, program: str, tests: str, uid: int | None, timeout_s: float, memory_mb: int, file_size_mb: int, nproc: int
+) -> dict:
+    """What the bootstrap needs to confine and run one program (the same for both paths)."""
+    return {
+        "token": secrets.token_hex(16),
+        "program": program,
+        "tests": tests,
+        "unshare": list(iso.unshare),
+        "uid": uid,
+        "gid": uid,
+        "harness_pid": os.getpid(),
+        "block_network": iso.network != "netns",
+        # kill(-1) or an exec'd program could reach the harness's processes only when the
+        # sandbox shares the harness's uid and PID namespace.
+        "block_processes": uid is None and not iso.pid_namespace,
+        "rlimits": {
+            "cpu": math.ceil(timeout_s) + 1,
+            "as": memory_mb << 20,
+            "fsize": file_size_mb << 20,
+            "nproc": nproc,
+            "core": 0,
+        },
+    }
 
 
 def _supervise(
@@ -373,7 +393,14 @@ def _supervise(
     stderr = out.stderr.decode("utf-8", "replace")
     verdict = _judge(out, job["token"], exit_code, timeout_s, max_output_bytes, stderr)
     return Execution(
-        verdict, out.stdout.decode("utf-8", "replace"), stderr, exit_code, out.timed_out, time.monotonic() - start, workdir
+        verdict,
+        out.stdout.decode("utf-8", "replace"),
+        stderr,
+        exit_code,
+        out.timed_out,
+        time.monotonic() - start,
+        workdir,
+        job["uid"],
     )
 
 
@@ -480,6 +507,280 @@ def failed_test_feedback(condition: str, message: str = "") -> str:
 
 def _truncate(text: str) -> str:
     return text if len(text) <= FEEDBACK_LIMIT else text[: FEEDBACK_LIMIT - 3] + "..."
+
+
+# --- the batched path ----------------------------------------------------------------------------
+
+WORKER_SLACK_S = 5.0  # beyond a job's timeout and STOP_GRACE_S, how long a worker may take to answer
+WORKER_START_S = 30.0  # how long a worker may take to confine itself and say it is ready
+WORKER_FAILED = "the sandbox worker failed"
+JOB_NAMESPACES = ("pid", "mount")  # what each job of a worker enters on its own (and "ipc" if allowed)
+
+
+class SandboxPool:
+    """`execute` for many programs, through `workers` confined worker processes that each serve
+    one job at a time (the module docstring says what a worker does and keeps apart between
+    jobs). Thread-safe: call `execute` from up to `workers` threads; more wait for a free worker.
+
+    Workers are used where the isolation is "uid-drop" with network, PID and mount namespaces;
+    elsewhere, or with `batched=False`, `execute` is the per-run path. A worker is started on its
+    first job; one that died, hung or answered nonsense is killed, its job fails (reward 0,
+    feedback "the sandbox worker failed ...") and the next job gets a fresh one."""
+
+    def __init__(self, workers: int = 1, *, batched: bool = True) -> None:
+        iso = isolation()
+        self.isolation = iso
+        self.batched = batched and iso.privilege == "uid-drop" and {"net", "pid", "mount"} <= set(iso.unshare)
+        self.workers = max(1, workers)
+        self._slots: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        for _ in range(self.workers):
+            self._slots.put(None)  # a slot whose worker starts on first use
+        self._closed = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def execute(
+        self,
+        program: str,
+        tests: str,
+        timeout_s: float = 5.0,
+        *,
+        memory_mb: int = 512,
+        output_limit: int = 10_000,
+        max_output_bytes: int = 8 << 20,
+        file_size_mb: int = 64,
+        max_processes: int = 64,
+        tmp_root: str | None = None,
+    ) -> Execution:
+        """As the module-level `execute` (same verdicts, same record)."""
+        limits = {
+            "memory_mb": memory_mb,
+            "output_limit": output_limit,
+            "max_output_bytes": max_output_bytes,
+            "file_size_mb": file_size_mb,
+            "max_processes": max_processes,
+            "tmp_root": tmp_root,
+        }
+        if not self.batched:
+            return execute(program, tests, timeout_s, **limits)  # type: ignore[arg-type]
+        if self._closed:
+            raise SandboxError("the sandbox pool is closed")
+        worker = self._slots.get()
+        try:
+            if worker is not None and not worker.alive():
+                worker.kill()  # it died between jobs: no job to fail
+                worker = None
+            if worker is None:
+                worker = _Worker(self.isolation)
+            return worker.execute(program, tests, timeout_s, **limits)  # type: ignore[arg-type]
+        finally:
+            self._slots.put(worker)
+
+    def worker_pids(self) -> list[int]:
+        """The pids of the workers started so far and not yet replaced (for tests)."""
+        return [w.proc.pid for w in self._peek() if w is not None and not w.dead]
+
+    def _peek(self) -> list[_Worker | None]:
+        slots = [self._slots.get() for _ in range(self.workers)]
+        for slot in slots:
+            self._slots.put(slot)
+        return slots
+
+    def close(self) -> None:
+        """Stop every worker (waiting for jobs in flight)."""
+        if self._closed:
+            return
+        self._closed = True
+        for _ in range(self.workers):
+            worker = self._slots.get()
+            if worker is not None:
+                worker.close()
+
+
+_job_namespaces: tuple[str, ...] | None = None
+
+
+def _namespaces_per_job(iso: Isolation) -> tuple[str, ...]:
+    """The namespaces each job of a worker enters: PID and mount, and IPC (SysV shared memory,
+    semaphores and message queues outlive processes; a job's die with its namespace) if the kernel
+    allows it. Probed once per process."""
+    global _job_namespaces
+    with _isolation_lock:
+        if _job_namespaces is None:
+            with_ipc = (*JOB_NAMESPACES, "ipc")
+            _job_namespaces = with_ipc if _namespaces_work(iso.python, with_ipc) else JOB_NAMESPACES
+        return _job_namespaces
+
+
+class _Worker:
+    """One worker process (`_sandbox_bootstrap.py serve`) and the private uid it holds for its
+    lifetime. Used by one thread at a time."""
+
+    def __init__(self, iso: Isolation) -> None:
+        self.iso = iso
+        self.job_unshare = list(_namespaces_per_job(iso))
+        self._stack = contextlib.ExitStack()
+        self.uid = self._stack.enter_context(_uid_slot())
+        self._buffer = bytearray()
+        self.dead = False
+        try:
+            config = {"unshare": [n for n in iso.unshare if n not in self.job_unshare], "uid": self.uid}
+            self.proc = subprocess.Popen(
+                [iso.python, "-S", "-s", "-P", "-B", str(BOOTSTRAP), "serve", json.dumps(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                bufsize=0,
+                cwd="/",
+                env=_base_env("/"),
+                start_new_session=True,
+            )
+        except BaseException:
+            self._stack.close()
+            raise
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)
+        ready = self._receive(time.monotonic() + WORKER_START_S)
+        if ready is None or ready.get("ready") is not True:
+            self.kill()
+            raise SandboxError(str(ready.get("error", ready) if ready else "the sandbox worker did not start"))
+
+    def alive(self) -> bool:
+        return not self.dead and not _has_exited(self.proc.pid)
+
+    def execute(
+        self,
+        program: str,
+        tests: str,
+        timeout_s: float,
+        *,
+        memory_mb: int,
+        output_limit: int,
+        max_output_bytes: int,
+        file_size_mb: int,
+        max_processes: int,
+        tmp_root: str | None,
+    ) -> Execution:
+        start = time.monotonic()
+        workdir = _make_workdir(self.uid, tmp_root)
+        job = _job(self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes)
+        job.update(
+            unshare=self.job_unshare,
+            workdir=workdir,
+            env=_base_env(workdir),
+            timeout_s=timeout_s,
+            output_limit=output_limit,
+            max_output_bytes=max_output_bytes,
+            leftover_dirs=sorted({*WORLD_WRITABLE_DIRS, tempfile.gettempdir(), os.path.dirname(workdir)}),
+        )
+        token = job["token"]
+        reply = self._request(job, start + timeout_s + STOP_GRACE_S + WORKER_SLACK_S)
+        try:
+            out = _Collected(
+                str(reply["stdout"]).encode("latin-1"),
+                str(reply["stderr"]).encode("latin-1"),
+                str(reply["result"]).encode("latin-1"),
+                bool(reply["timed_out"]),
+                bool(reply["overflow"]),
+            )
+            exit_code = int(reply["exit_code"])
+        except (TypeError, KeyError, ValueError, UnicodeError):
+            # No answer (the worker died or hung), or not one a sound worker gives: the job fails.
+            why = "no answer" if reply is None else str(reply.get("fatal", "an invalid answer"))
+            log.warning("sandbox worker %d failed (%s); replacing it", self.proc.pid, why)
+            self.kill(workdir)
+            verdict = Verdict(0.0, _truncate(f"{WORKER_FAILED} ({why})"))
+            return Execution(verdict, "", "", -1, False, time.monotonic() - start, workdir, self.uid)
+        stderr = out.stderr.decode("utf-8", "replace")
+        verdict = _judge(out, token, exit_code, timeout_s, max_output_bytes, stderr)
+        return Execution(
+            verdict,
+            out.stdout.decode("utf-8", "replace"),
+            stderr,
+            exit_code,
+            out.timed_out,
+            time.monotonic() - start,
+            workdir,
+            self.uid,
+        )
+
+    def _request(self, job: dict, deadline: float) -> dict | None:
+        """Send one job and wait for its answer until `deadline`; None if none came."""
+        data = memoryview((json.dumps(job) + "\n").encode())
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._in, selectors.EVENT_WRITE)
+            while data:
+                now = time.monotonic()
+                if now >= deadline:
+                    return None
+                if sel.select(deadline - now):
+                    try:
+                        data = data[os.write(self._in, data) :]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # EPIPE: the worker is gone
+                        return None
+        return self._receive(deadline)
+
+    def _receive(self, deadline: float) -> dict | None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._out, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                now = time.monotonic()
+                if now >= deadline:
+                    return None
+                if sel.select(deadline - now):
+                    chunk = os.read(self._out, 1 << 20)
+                    if not chunk:
+                        return None
+                    self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer[:] = rest
+        with contextlib.suppress(ValueError):
+            reply = json.loads(line)
+            if isinstance(reply, dict):
+                return reply
+        return None
+
+    def kill(self, workdir: str | None = None) -> None:
+        """SIGKILL the worker's process group (the worker; its job's J and pid 1 are in their own
+        group and die by PDEATHSIG), reap it, SIGKILL whatever runs as the private uid, remove
+        the job's files, and give the uid back. Once only: after the wait, the pid is not ours."""
+        if self.dead:
+            return
+        self.dead = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # not reaped yet: the group id is still ours
+        self.proc.wait()
+        _kill_uid(self.iso.python, self.uid)
+        if workdir is not None:
+            _remove_leftovers(workdir, self.uid)
+        self._release()
+
+    def close(self) -> None:
+        """Close the worker's stdin (it exits when idle) and wait; kill it if it does not."""
+        if self.dead:
+            return
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            self.proc.wait(timeout=STOP_GRACE_S + WORKER_SLACK_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return
+        self.dead = True
+        self._release()
+
+    def _release(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
+        self._stack.close()
 
 
 # --- cleanup -------------------------------------------------------------------------------------

@@ -14,7 +14,14 @@ import pytest
 
 from tasks import sandbox
 from tasks.base import Verdict
-from tasks.sandbox import Execution, execute, isolation, run_program, run_programs
+from tasks.sandbox import (
+    Execution,
+    SandboxPool,
+    execute,
+    isolation,
+    run_program,
+    run_programs,
+)
 
 TIMEOUT = 2.0
 SLACK_S = 3.0  # interpreter start-up and cleanup on a loaded 2-core machine
@@ -41,83 +48,121 @@ def processes_of(workdir: str) -> list[int]:
     return found
 
 
-def contained(program: str, tests: str = PASSING, timeout_s: float = TIMEOUT, **kwargs) -> Execution:
-    """Run and check the run is over in every sense: in time, no process left, no directory left,
-    this process's own state as it was."""
-    cwd, env = os.getcwd(), dict(os.environ)
-    start = time.monotonic()
-    run = execute(program, tests, timeout_s, **kwargs)
-    assert time.monotonic() - start < timeout_s + SLACK_S
-    assert not os.path.exists(run.workdir)
-    assert processes_of(run.workdir) == []
-    assert (os.getcwd(), dict(os.environ)) == (cwd, env)
-    return run
+def processes_of_uid(uid: int | None) -> list[int]:
+    """Live processes running as a run's private uid (none without root)."""
+    if uid is None:
+        return []
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
 
 
-def test_a_passing_program_passes():
+@pytest.fixture(scope="module")
+def pool():
+    """One worker for the whole module: every batched test also checks that what the tests before
+    it left behind did not leak into it."""
+    with SandboxPool(1) as workers:
+        yield workers
+
+
+@pytest.fixture(params=["per-run", "batched"])
+def contained(request, pool):
+    """Run through the per-run path or a worker, and check the run is over in every sense: in
+    time, no process left, no directory left, this process's own state as it was; and, batched,
+    that the program did not take its worker down with it."""
+    batched = request.param == "batched"
+    if batched and not pool.batched:
+        pytest.skip(f"no batched path with isolation {isolation()}")
+
+    def contained(program: str, tests: str = PASSING, timeout_s: float = TIMEOUT, **kwargs) -> Execution:
+        if batched and kwargs.pop("isolation_override", None) is not None:
+            pytest.skip("the batched path always uses the probed isolation")
+        cwd, env = os.getcwd(), dict(os.environ)
+        workers = pool.worker_pids()
+        start = time.monotonic()
+        run = pool.execute(program, tests, timeout_s, **kwargs) if batched else execute(program, tests, timeout_s, **kwargs)
+        assert time.monotonic() - start < timeout_s + SLACK_S
+        assert not os.path.exists(run.workdir)
+        assert processes_of(run.workdir) == []
+        assert processes_of_uid(run.uid) == []
+        assert (os.getcwd(), dict(os.environ)) == (cwd, env)
+        if batched and workers:
+            assert pool.worker_pids() == workers, "the program killed or broke its worker"
+        return run
+
+    return contained
+
+
+def test_a_passing_program_passes(contained):
     run = contained("def add(a, b):\n    return a + b\n", "assert add(1, 2) == 3\n")
     assert run.verdict == Verdict(1.0, "all tests passed")
 
 
-def test_a_wrong_program_fails_naming_the_first_failing_assert():
+def test_a_wrong_program_fails_naming_the_first_failing_assert(contained):
     program = "def add(a, b):\n    return a * b\n"
     tests = "def check(candidate):\n    assert candidate(2, 2) == 4\n    assert candidate(2, 3) == 5\n    assert candidate(1, 1) == 2\n\ncheck(add)\n"
     assert contained(program, tests).verdict == Verdict(0.0, "failed: assert candidate(2, 3) == 5")
 
 
-def test_an_assert_is_named_by_its_condition_and_message():
+def test_an_assert_is_named_by_its_condition_and_message(contained):
     run = contained("x = 1\n", "assert x == 1\nassert (x ==\n        2), f'x is {x}'\n")
     assert run.verdict == Verdict(0.0, "failed: assert x == 2 (x is 1)")  # the AST's span: no redundant parentheses
     assert run.verdict.feedback == sandbox.failed_test_feedback("x ==\n        2", "x is 1")
 
 
-def test_failed_test_feedback_reproduces_the_sandbox():
+def test_failed_test_feedback_reproduces_the_sandbox(contained):
     tests = "_got = f([1, 2])\nassert _got == 5, f'f([1, 2]) returned {_got!r}, expected 5'\n"
     run = contained("def f(xs):\n    return sum(xs)\n", tests)
     assert run.verdict == Verdict(0.0, sandbox.failed_test_feedback("_got == 5", "f([1, 2]) returned 3, expected 5"))
     assert contained("x = 1\n", "assert x == 1\n").verdict == Verdict(1.0, sandbox.PASSED)
 
 
-def test_a_syntax_error_fails_with_its_line():
+def test_a_syntax_error_fails_with_its_line(contained):
     run = contained("def f(:\n    return 1\n")
     assert run.verdict.reward == 0.0
     assert run.verdict.feedback == "SyntaxError in the program at line 1: invalid syntax (def f(:)"
 
 
-def test_an_exception_in_the_program_under_test_names_the_test():
+def test_an_exception_in_the_program_under_test_names_the_test(contained):
     run = contained("def f(x):\n    return 1 / x\n", "assert f(1) == 1\nassert f(0) == 0\n")
     assert run.verdict == Verdict(0.0, "ZeroDivisionError: division by zero (in test: assert f(0) == 0)")
 
 
-def test_an_exception_before_the_tests_is_reported_as_such():
+def test_an_exception_before_the_tests_is_reported_as_such(contained):
     run = contained("y = undefined_name + 1\n")
     assert run.verdict.reward == 0.0
     assert run.verdict.feedback == "program failed before the tests ran: NameError: name 'undefined_name' is not defined (at: y = undefined_name + 1)"
 
 
-def test_feedback_is_truncated():
+def test_feedback_is_truncated(contained):
     run = contained("raise ValueError('x' * 5000)\n")
     assert len(run.verdict.feedback) == sandbox.FEEDBACK_LIMIT and run.verdict.feedback.endswith("...")
 
 
-def test_an_infinite_loop_times_out():
+def test_an_infinite_loop_times_out(contained):
     run = contained("while True:\n    pass\n", timeout_s=1.0)
     assert run.verdict == Verdict(0.0, "timed out after 1 s")
     assert run.timed_out and run.duration_s < 1.0 + SLACK_S
 
 
-def test_a_fork_bomb_is_stopped():
+def test_a_fork_bomb_is_stopped(contained):
     run = contained("import os\nwhile True:\n    os.fork()\n")
     assert run.verdict.reward == 0.0
     assert run.verdict.feedback  # BlockingIOError once RLIMIT_NPROC is reached, or the timeout
 
 
-def test_a_fork_bomb_that_leaves_the_process_group_is_stopped():
+def test_a_fork_bomb_that_leaves_the_process_group_is_stopped(contained):
     program = "import os\nwhile True:\n    if os.fork() == 0:\n        os.setsid()\n"
     assert contained(program).verdict.reward == 0.0
 
 
-def test_a_daemon_left_behind_by_a_passing_program_is_killed():
+def test_a_daemon_left_behind_by_a_passing_program_is_killed(contained):
     program = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n    os._exit(0)\n"
     run = contained(program)  # contained() checks that the sleeper is gone
     assert run.verdict == Verdict(1.0, "all tests passed")
@@ -128,24 +173,24 @@ def test_a_daemon_left_behind_by_a_passing_program_is_killed():
     ["x = bytearray(8 * 1024**3)\n", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))\n"],
     ids=["one-allocation", "growing"],
 )
-def test_a_memory_bomb_hits_the_memory_limit(program):
+def test_a_memory_bomb_hits_the_memory_limit(program, contained):
     assert contained(program, memory_mb=256).verdict == Verdict(0.0, "memory limit exceeded")
 
 
-def test_huge_output_is_capped_and_fails():
+def test_huge_output_is_capped_and_fails(contained):
     run = contained("while True:\n    print('x' * 100_000)\n")
     assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith("output limit exceeded")
     assert len(run.stdout) <= 10_000
 
 
-def test_output_is_captured_up_to_the_limit():
+def test_output_is_captured_up_to_the_limit(contained):
     run = contained("import sys\nprint('a' * 50_000)\nprint('oops', file=sys.stderr)\n", output_limit=1000)
     assert run.verdict.reward == 1.0
     assert run.stdout == "a" * 1000 and run.stderr == "oops\n"
 
 
 @uid_drop_only
-def test_writing_outside_the_working_directory_is_refused(tmp_path):
+def test_writing_outside_the_working_directory_is_refused(tmp_path, contained):
     target = tmp_path / "escaped.txt"
     run = contained(f"open({str(target)!r}, 'w').write('pwned')\n")
     assert run.verdict.reward == 0.0 and "PermissionError" in run.verdict.feedback
@@ -153,20 +198,20 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path):
 
 
 @uid_drop_only
-def test_files_left_in_world_writable_directories_are_removed():
+def test_files_left_in_world_writable_directories_are_removed(contained):
     names = [f"/tmp/rlvr-sandbox-test-{uuid.uuid4().hex}", f"/dev/shm/rlvr-sandbox-test-{uuid.uuid4().hex}"]
     program = "import os\n" + "".join(f"os.makedirs({n!r} + '/sub')\nopen({n!r} + '/sub/f', 'w').write('x')\n" for n in names)
     assert contained(program).verdict.reward == 1.0
     assert not any(os.path.exists(n) for n in names)
 
 
-def test_a_big_file_hits_the_file_size_limit():
+def test_a_big_file_hits_the_file_size_limit(contained):
     program = "with open('big', 'wb') as f:\n    for _ in range(8):\n        f.write(bytes(1 << 20))\n"
     run = contained(program, file_size_mb=4)
     assert run.verdict.reward == 0.0 and "File too large" in run.verdict.feedback
 
 
-def test_the_harness_environment_is_invisible(monkeypatch):
+def test_the_harness_environment_is_invisible(monkeypatch, contained):
     monkeypatch.setenv("RLVR_SANDBOX_TEST_SECRET", "hunter2-secret")
     program = (
         "import os\n"
@@ -189,7 +234,7 @@ def socket_blocked() -> sandbox.Isolation:
 
 
 @pytest.mark.parametrize("mode", ["probed", "socket-blocked"])
-def test_no_network_connection_reaches_the_harness(mode):
+def test_no_network_connection_reaches_the_harness(mode, contained):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -214,7 +259,7 @@ def test_no_network_connection_reaches_the_harness(mode):
     ],
     ids=["parent", "own-group", "everything", "harness-pid", "harness-group"],
 )
-def test_killing_other_processes_does_not_reach_the_harness(program):
+def test_killing_other_processes_does_not_reach_the_harness(program, contained):
     run = contained(program, FAILING)
     assert run.verdict.reward == 0.0
     # Still here, and still able to judge.
@@ -232,13 +277,13 @@ def test_killing_other_processes_does_not_reach_the_harness(program):
     ],
     ids=["os._exit", "sys.exit", "SystemExit", "sys.exit-3", "SIGKILL-self"],
 )
-def test_exiting_before_the_tests_is_not_a_pass(program):
+def test_exiting_before_the_tests_is_not_a_pass(program, contained):
     run = contained(program, FAILING)
     assert run.verdict.reward == 0.0
     assert run.verdict.feedback.startswith("program exited before the tests ran")
 
 
-def test_exiting_during_the_tests_is_not_a_pass():
+def test_exiting_during_the_tests_is_not_a_pass(contained):
     run = contained("import os\ndef f():\n    os._exit(0)\n", "f()\n" + FAILING)
     assert run.verdict == Verdict(0.0, "exited during the tests (exit status 0) before they completed")
 
@@ -260,22 +305,22 @@ SPOOFS = {
 
 
 @pytest.mark.parametrize("program", SPOOFS.values(), ids=SPOOFS.keys())
-def test_a_program_cannot_fake_a_pass(program):
+def test_a_program_cannot_fake_a_pass(program, contained):
     tests = "import time\ntime.sleep(0.5)\n" + FAILING
     assert contained(program, tests).verdict.reward == 0.0
 
 
-def test_patched_builtins_do_not_bend_the_tests():
+def test_patched_builtins_do_not_bend_the_tests(contained):
     program = "import builtins\nbuiltins.abs = lambda x: 0\nbuiltins.len = lambda x: 3\ndef f():\n    return 10\n"
     run = contained(program, "assert len([]) == 0\nassert abs(f() - 3) < 1e-6\n")
     assert run.verdict == Verdict(0.0, "failed: assert abs(f() - 3) < 1e-6")
 
 
-def test_stdin_is_empty():
+def test_stdin_is_empty(contained):
     assert contained("x = input()\n").verdict.feedback.startswith("program failed before the tests ran: EOFError")
 
 
-def test_hashing_is_reproducible():
+def test_hashing_is_reproducible(contained):
     runs = [contained("print(hash('abc'), list({'a', 'b', 'c', 'd'}))\n").stdout for _ in range(2)]
     assert runs[0] == runs[1]
 
@@ -294,3 +339,98 @@ def test_a_sandbox_that_cannot_be_set_up_raises_instead_of_judging():
 def test_the_isolation_in_use_is_reported():
     assert sandbox.NETWORK_ISOLATION in ("netns", "socket-blocked")
     assert isolation().privilege in ("uid-drop", "userns", "none")
+
+
+# --- the batched path: what a worker keeps apart between jobs, and how it fails -------------------
+
+batched_only = pytest.mark.skipif(not SandboxPool(1).batched, reason="no batched path with this isolation")
+
+
+@batched_only
+def test_a_daemon_cannot_affect_the_next_job_on_the_same_worker():
+    """The daemon runs as the same private uid as the next job: if it survived, it would kill that
+    job (kill(-1)) and plant a file the job looks for."""
+    marker = f"/tmp/rlvr-sandbox-test-{uuid.uuid4().hex}"
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(0.3)  # until its own job is over: it would kill that one too\n"
+        "    for _ in range(300):\n"
+        f"        open({marker!r}, 'w').write('planted')\n"
+        "        try:\n"
+        "            os.kill(-1, 9)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "        time.sleep(0.01)\n"
+        "    os._exit(0)\n"
+    )
+    victim = f"import os, time\ntime.sleep(0.5)\nassert not os.path.exists({marker!r})\n"
+    with SandboxPool(1) as pool:
+        first = pool.execute(daemon, PASSING, TIMEOUT)
+        assert first.verdict == Verdict(1.0, "all tests passed")
+        assert processes_of_uid(first.uid) == [] and not os.path.exists(marker)
+        second = pool.execute(victim, PASSING, TIMEOUT)
+        assert second.verdict == Verdict(1.0, "all tests passed") and second.uid == first.uid
+
+
+@batched_only
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"], ids=["killed", "hung"])
+def test_a_worker_that_dies_or_hangs_mid_job_fails_that_job_and_is_replaced(signal_name, monkeypatch):
+    import signal
+    import threading
+
+    monkeypatch.setattr(sandbox, "WORKER_SLACK_S", 0.5)  # how long a hung worker is waited for
+    with SandboxPool(1) as pool:
+        assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
+        (worker,) = pool.worker_pids()
+        runs: list[Execution] = []
+        job = threading.Thread(target=lambda: runs.append(pool.execute("import time\ntime.sleep(1.5)\n", PASSING, TIMEOUT)))
+        job.start()
+        time.sleep(0.5)
+        os.kill(worker, getattr(signal, signal_name))
+        job.join(timeout=TIMEOUT + sandbox.STOP_GRACE_S + 0.5 + SLACK_S)
+        (run,) = runs
+        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(sandbox.WORKER_FAILED)
+        assert not os.path.exists(run.workdir) and processes_of_uid(run.uid) == []
+        # The batch goes on, on a fresh worker.
+        assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
+        assert pool.worker_pids() != [worker]
+
+
+@batched_only
+def test_batched_verdicts_equal_the_per_run_ones():
+    jobs = [
+        ("def f(x):\n    return x + 1\n", "assert f(1) == 2\n"),
+        ("def f(x):\n    return x + 2\n", "assert f(1) == 2\n"),
+        ("def f(x):\n    return 1 / x\n", "assert f(0) == 0\n"),
+        ("raise KeyError('k')\n", PASSING),
+        ("while True:\n    pass\n", PASSING),
+        ("def f(:\n", PASSING),
+        ("import sys\nsys.exit(0)\n", FAILING),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", FAILING),
+        ("print(hash('abc'))\n", f"assert hash('abc') == {hash_in_sandbox()}\n"),
+    ]
+    per_run = run_programs(jobs, 1.0, workers=2, batched=False)
+    batched = run_programs(jobs, 1.0, workers=2, batched=True)
+    assert batched == per_run
+    assert [v.reward for v in batched] == [1.0] + [0.0] * 7 + [1.0]
+
+
+def hash_in_sandbox() -> int:
+    """hash('abc') in a per-run sandbox (PYTHONHASHSEED=0): a worker must agree."""
+    return int(execute("print(hash('abc'))\n", PASSING).stdout)
+
+
+@batched_only
+def test_sysv_shared_memory_does_not_outlive_a_job():
+    """A job's IPC namespace dies with it: a segment left by one job is not there for the next."""
+    if "ipc" not in sandbox._namespaces_per_job(isolation()):
+        pytest.skip("the kernel refuses IPC namespaces")
+    if not os.path.exists("/usr/bin/ipcmk"):
+        pytest.skip("no ipcmk/ipcs here")
+    count = "import os\ndef segments():\n    return os.popen('ipcs -m').read().count('0x')\n"
+    make = count + "os.system('ipcmk -M 4096 > /dev/null 2>&1')\nassert segments() == 1\n"
+    with SandboxPool(1) as pool:
+        assert pool.execute(make, PASSING, TIMEOUT).verdict == Verdict(1.0, "all tests passed")
+        assert pool.execute(count, "assert segments() == 0\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
