@@ -1,8 +1,9 @@
 """The child side of `tasks.sandbox`: confine this process, then run untrusted program + tests.
 
 Started by the harness as `python -S -s -P -B _sandbox_bootstrap.py run JOB_PATH RESULT_FD` (or
-`probe NAMESPACES` to learn what the kernel allows), in a new session, with a scrubbed environment
-and the fresh working directory as cwd. Standard library only: -S keeps site-packages, and with
+`probe NAMESPACES` to learn what the kernel allows, or `serve CONFIG` for a worker of the batched
+path, see `serve`), in a new session, with a scrubbed environment and the fresh working directory
+as cwd. Standard library only: -S keeps site-packages, and with
 them the harness's own code, out of the sandbox.
 
 Process layout:
@@ -398,8 +399,10 @@ def serve(config_json):
         line = _read_line(chan_in, pending)
         if line is None:
             os._exit(0)
+        job = json.loads(line)
+        line[:] = b"\0" * len(line)
         try:
-            response = _serve_job(json.loads(line), config["uid"], chan_in, pending)
+            response = _serve_job(job, config["uid"], chan_in, pending)
         except Exception as exc:  # noqa: BLE001 - the harness replaces a worker that reports this
             _send(chan_out, {"fatal": repr(exc)})
             os._exit(70)
@@ -415,13 +418,16 @@ def _send(fd, record):
 
 
 def _read_line(fd, pending):
+    """The next line from `fd` as a bytearray (the caller zeroes it: a job's line holds its token)."""
     while b"\n" not in pending:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             return None
         pending += chunk
-    line, _, rest = bytes(pending).partition(b"\n")
-    pending[:] = rest
+    end = pending.index(b"\n")
+    line = pending[:end]
+    pending[: end + 1] = b"\0" * (end + 1)
+    del pending[: end + 1]
     return line
 
 

@@ -3,7 +3,8 @@
 `run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed. The code
 runs in a fresh interpreter (`python -S -s -P`: standard library only, and no site module, so no
 exit()/quit() builtins) started through `tasks/_sandbox_bootstrap.py`, which confines itself
-before the program runs (a run costs about 50 ms on top of the program's own time):
+before the program runs (a run costs about 50 ms on top of the program's own time; see "The
+batched path" below for how `run_programs` cuts that to about 5 ms):
 
 - namespaces: a new network namespace (no interfaces at all, not even loopback), a new PID
   namespace (when its init exits, the kernel kills everything the program left behind, setsid()
@@ -45,6 +46,41 @@ builtins taken before the program ran, so patching builtins does not bend the te
 sys.settrace/setprofile, frame and gc enumeration, and ctypes are refused by a PEP 578 audit hook
 (which the program cannot remove).
 
+The batched path (`run_programs`, `SandboxPool`): starting an interpreter and entering a
+network namespace dominate a run's cost, so where the isolation is "uid-drop" with network, PID
+and mount namespaces, `run_programs` runs each of its `workers` slots through one long-lived
+worker (`_sandbox_bootstrap.py serve`, about 5 ms a program instead of about 45 ms; measure with
+scripts/sandbox_bench.py). A worker:
+
+- is started like a run (the sandbox interpreter, -S -s -P, scrubbed environment, its own
+  session), holds one private uid from the flock'd pool for its whole life, enters a new network
+  namespace once (shared by its jobs, one after another; a namespace holds no state once the
+  processes of a job are gone, and the uid cannot configure it), becomes a child subreaper, and
+  imports what every job needs once;
+- per job (one at a time, read as a JSON line from its stdin): forks J, which leaves the worker's
+  process group, unshares a fresh PID, mount and (if the kernel allows) IPC namespace, and starts
+  pid 1 and pid 2 exactly as a per-run does (private /proc; limits, uid drop, no_new_privs,
+  non-dumpable, audit hook, pass-token protocol: the same code). The job gets a fresh working
+  directory (created by the harness, owned by the uid) as cwd and HOME and the same scrubbed
+  environment as a per-run; its stdout, stderr and result go through fresh pipes that the worker
+  reads with the same caps; the worker's own pipes to the harness are closed in J;
+- at the deadline (or once the output passes its cap) SIGKILLs J's process group (J and pid 1;
+  pid 1's death empties the job's PID namespace, SysV IPC objects die with its IPC namespace),
+  then reaps J and every other child until none is left (a subreaper, it inherits pid 1 if J died
+  first), so no process of the job exists; then, belt and braces, kills everything of the uid
+  (kill(-1) as the uid), removes the working directory and the uid's files in the world-writable
+  directories, and only then answers the harness and reads the next job;
+- exits when its stdin closes (the harness closed the pool, exited or crashed), even mid-job.
+
+The harness still judges: the worker returns the raw pipes and the exit status, `_judge` looks for
+the job's token, so the verdicts and feedback texts are the per-run path's. A worker that does not
+answer within timeout + STOP_GRACE_S + WORKER_SLACK_S (hung, crashed, killed) or answers anything
+but a well-formed record is SIGKILLed with its process group; its job fails with reward 0
+("the sandbox worker failed (...)"), everything of its uid is SIGKILLed, the job's files are
+removed, and the next job starts a fresh worker. J and pid 1 also die by PDEATHSIG when their
+parent does (pid 1 checks a pipe only J holds, for a J that died before that prctl). The other
+modes (userns, no namespaces) and `batched=False` use the per-run path.
+
 Residual risks, honestly:
 - The program and the tests share one interpreter, so a determined program can still subvert the
   judge from inside: a frame of its own (sys._getframe(), or a traceback's tb_frame) leads through
@@ -60,6 +96,14 @@ Residual risks, honestly:
   environment or processes, but it can read and write that user's files).
 - In the no-namespace fallback a program can reach the network by exec'ing a binary if process
   creation was not refused, and processes that called setsid() can outlive the run.
+- Batched path: jobs on one worker share its private uid one after another (per-runs reuse
+  slot uids too), so state the kernel keeps per uid and outside the cleaned places outlives a job:
+  files in world-writable directories not in WORLD_WRITABLE_DIRS, the uid's kernel keyring. A job
+  is a fork of the worker, so freed memory of the worker (earlier jobs' programs, tests, outputs,
+  spent tokens) is in its address space; reading it needs /proc/self/mem through a dir_fd (above).
+  A compromised worker (root) could forge any verdict, as a compromised outer bootstrap could.
+  A worker notices that the harness died only when its stdin closes: a process the harness
+  fork()ed without exec (holding the pipe) keeps it, and its job, alive until that one exits.
 - The sandbox interpreter is the harness's own when the private uid can use it; as root with the
   harness's interpreter under a directory the uid cannot enter (pyenv in /root), it is the first
   usable of $RLVR_SANDBOX_PYTHON, /usr/bin/python3, /usr/local/bin/python3 (3.11 or later).
