@@ -2,8 +2,8 @@
 
 Each algorithm of each suite runs a few steps on the suite's starting weights, exactly as
 `harness run` would (same module, same Lightning loop, records and checkpoints written to a
-scratch folder), with a clock around the model's own work: `generate`, forward passes (the
-policy's and its trunk's), `backward` and the optimizer step. The harness overhead is the rest
+scratch folder), with a clock around the model's own work: generation (`harness.engine.decode`),
+forward passes (the policy's and its trunk's), `backward` and the optimizer step. The harness overhead is the rest
 of the step (verifiers, credit arithmetic outside the model, the loop, records, checkpoints), as
 a share of it. The first step is a warm-up and is not counted; figures are medians over steps.
 """
@@ -21,6 +21,7 @@ import lightning as L
 import polars as pl
 import torch
 
+from harness import engine
 from harness.config import Benchmark
 from harness.records import StepRecorder, write_atomic
 
@@ -49,10 +50,13 @@ class ModelClock:
 
     @contextlib.contextmanager
     def around(self, module):
-        """Patch the module's policy (generate, forward, trunk forward) and its backward for the
+        """Patch the sampler (`harness.engine.decode`: the decoding loop, its forward passes and
+        the token draws), the module's policy (forward, trunk forward) and its backward for the
         duration (the optimizers' steps are patched once they exist: `StepClock`)."""
         policy = module.policy
-        patched = [(policy, "generate"), (policy, "forward"), (policy.base_model, "forward"), (module, "manual_backward")]
+        patched = [
+            (engine, "decode"), (policy, "forward"), (policy.base_model, "forward"), (module, "manual_backward")
+        ]
         originals = [(obj, name, getattr(obj, name)) for obj, name in patched]
         for obj, name, original in originals:
             setattr(obj, name, self.wrap(original))
@@ -92,11 +96,11 @@ class StepClock(L.Callback):
 def bench_module(module, steps: int) -> list[dict]:
     clock = ModelClock()
     with tempfile.TemporaryDirectory() as scratch, clock.around(module):
-        timer = StepClock(clock)
+        timer, recorder = StepClock(clock), StepRecorder(Path(scratch))
         trainer = L.Trainer(
             accelerator="auto", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
             enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
-            callbacks=[StepRecorder(Path(scratch)), timer],
+            callbacks=[recorder, timer], plugins=[recorder.checkpoint_io],
         )
         loader = torch.utils.data.DataLoader(range(steps), batch_size=None)
         trainer.fit(module, loader)

@@ -94,7 +94,8 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         max_epochs=-1,
         logger=loggers(run_dir),
         callbacks=[recorder, TQDMProgressBar()],
-        enable_checkpointing=False,  # StepRecorder checkpoints every step, atomically
+        plugins=[recorder.checkpoint_io],
+        enable_checkpointing=False,  # StepRecorder checkpoints every step, atomically, in the background
         enable_model_summary=False,
         num_sanity_val_steps=0,
         log_every_n_steps=1,

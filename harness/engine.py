@@ -1,12 +1,25 @@
-"""Rollouts on transformers `generate`: batched, KV-cached, temperature / top-p, stop at EOS.
+"""Rollouts: batched, KV-cached sampling at temperature / top-p, stopping at EOS.
 
 A `Rollouts` holds one row per rollout: the prompt (left-padded) followed by what the policy
 generated (right-padded), so that column t of every tensor speaks of the same token. `eligible`
 marks the tokens the policy itself produced: the learning signal touches nothing else.
+
+Sampling is our own decoding loop on the model's forward pass and KV cache (`decode`), not
+transformers' `generate`, for two savings that `generate` cannot make and that a group of G
+rollouts of one prompt (GRPO's) invites:
+- the prompt is prefilled once per group and its cache repeated G times, not prefilled G times;
+- a row that has stopped leaves the batch (its cache rows are dropped), so the cost of a step is
+  the rows still generating, not the longest completion times the batch.
+The same sharing applies to the training forward pass (`sequence_logprobs(..., group=G)`): the
+prompt's trunk runs once per group, with gradient, and its keys and values are repeated for the
+completions. Both are exact: the tokens and log-probs equal those of the unshared computation up to
+floating-point summation order (tested).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -82,9 +95,15 @@ def token_logprobs(logits: Tensor, tokens: Tensor, temperature: float = 1.0, chu
     return out
 
 
-def sequence_logprobs(model, input_ids: Tensor, attention_mask: Tensor, temperature: float, positions: Tensor | None = None) -> Tensor:
+def sequence_logprobs(
+    model, input_ids: Tensor, attention_mask: Tensor, temperature: float, positions: Tensor | None = None, group: int = 1
+) -> Tensor:
     """[N, L] log-prob of each token given the ones before it (column 0, which has no
     context, is 0). Gradients flow when called outside no_grad.
+
+    `group` > 1: rows come in consecutive groups of that size that share their prompt (the
+    columns before the first position of `positions`); the prompt then runs through the trunk
+    once per group (`shared_prefix_hidden`). Rows that do not share it are scored unshared.
 
     With `positions` ([N, L] bool, e.g. the eligible tokens) only those columns are computed
     (0 elsewhere): the trunk runs once and only the hidden states that predict them are projected
@@ -97,10 +116,51 @@ def sequence_logprobs(model, input_ids: Tensor, attention_mask: Tensor, temperat
         ).logits
         logp = token_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
         return torch.nn.functional.pad(logp, (1, 0))
-    hidden = model.base_model(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
-    ).last_hidden_state
+    prefix = shared_prefix_length(input_ids, attention_mask, positions, group)
+    if prefix:
+        hidden = shared_prefix_hidden(model, input_ids, attention_mask, group, prefix)
+    else:
+        hidden = model.base_model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
+        ).last_hidden_state
     return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
+
+
+def shared_prefix_length(input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group: int) -> int:
+    """The number of leading columns that every consecutive group of `group` rows has in common
+    (tokens and mask), cut before the first scored position; 0 when there is nothing to share."""
+    if group < 2 or input_ids.shape[0] % group or not positions.any():
+        return 0
+    prefix = int(positions.any(0).nonzero().min())
+    if prefix and repeats_in_groups(input_ids[:, :prefix], attention_mask[:, :prefix], group):
+        return prefix
+    return 0
+
+
+def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group: int) -> bool:
+    """Whether each consecutive group of `group` rows is one row repeated (tokens and mask)."""
+    ids, mask = input_ids.view(-1, group, input_ids.shape[1]), attention_mask.view(-1, group, input_ids.shape[1])
+    return bool((ids == ids[:, :1]).all() and (mask == mask[:, :1]).all())
+
+
+def shared_prefix_hidden(model, input_ids: Tensor, attention_mask: Tensor, group: int, prefix: int) -> Tensor:
+    """The trunk's last hidden states [N, L, H] with the first `prefix` columns computed once per
+    group: the prefix's keys and values (with their graph) are repeated for the group's rows, and
+    the rest of each row attends to them as a cache."""
+    head_ids, head_mask = input_ids[::group, :prefix], attention_mask[::group, :prefix]
+    head = model.base_model(
+        input_ids=head_ids, attention_mask=head_mask, position_ids=position_ids(head_mask), use_cache=True
+    )
+    cache = returned_cache(head)
+    cache.batch_repeat_interleave(group)
+    tail = model.base_model(
+        input_ids=input_ids[:, prefix:],
+        attention_mask=attention_mask,
+        position_ids=position_ids(attention_mask)[:, prefix:],
+        **cache_argument(model.base_model, cache),
+        use_cache=False,
+    )
+    return torch.cat([head.last_hidden_state.repeat_interleave(group, 0), tail.last_hidden_state], 1)
 
 
 def logprobs_at(head, hidden: Tensor, input_ids: Tensor, positions: Tensor, temperature: float) -> Tensor:
@@ -114,11 +174,103 @@ def logprobs_at(head, hidden: Tensor, input_ids: Tensor, positions: Tensor, temp
     return out.index_put((rows, cols), picked)
 
 
-def generate_kwargs(sampling: SamplingArgs, greedy: bool) -> dict:
-    """`generate`'s decoding arguments: greedy, or sampling at T / top-p with no top-k."""
+def cache_argument(model, cache) -> dict:
+    """The KV cache as a forward() keyword: `cache` since transformers 5 (which deprecates
+    `past_key_values`), `past_key_values` before."""
+    return {_cache_keyword(type(model)): cache}
+
+
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
+def returned_cache(output):
+    return output.cache if hasattr(output, "cache") else output.past_key_values
+
+
+def sample_next(logits: Tensor, temperature: float, top_p: float, greedy: bool) -> tuple[Tensor, Tensor]:
+    """(next token [B], its log-prob [B]) from last-position logits [B, V]. Sampling draws from
+    softmax(logits / T) restricted to the top-p nucleus (the smallest set of most likely tokens
+    whose probability reaches top_p; the most likely token always stays), and the log-prob is
+    the token's under that same distribution. Greedy: the argmax, log-prob 0."""
     if greedy:
-        return {"do_sample": False}
-    return {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        return logits.argmax(-1), torch.zeros(logits.shape[0], device=logits.device)
+    scores = logits.float() / temperature
+    if top_p < 1.0:
+        ordered, order = scores.sort(-1, descending=True)
+        probs = ordered.softmax(-1)
+        outside = (probs.cumsum(-1) - probs) >= top_p  # mass before this token already reaches top_p
+        scores = scores.scatter(-1, order, ordered.masked_fill(outside, float("-inf")))
+    logp = scores.log_softmax(-1)
+    # argmax of p / E with E ~ Exp(1) i.i.d. is a draw from p (the exponential race), and
+    # several times cheaper on CPU than torch.multinomial
+    token = (logp.exp() / torch.empty_like(logp).exponential_()).argmax(-1)
+    return token, logp.gather(-1, token[:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def decode(
+    model,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    *,
+    stop_ids: Sequence[int],
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    group: int = 1,
+    pad_id: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """Continue each left-padded row until it emits a stop token or `max_new_tokens`.
+
+    Returns (tokens, logprobs), both [N, M] with M the longest continuation: each row's tokens up
+    to and including its stop token, then `pad_id` (log-prob 0). `group` > 1: consecutive groups
+    of that many rows with identical context are prefilled once. Rows leave the batch as they
+    stop. The model is put in eval mode for the call and restored after."""
+    rows, device = input_ids.shape[0], input_ids.device
+    shared = group if group > 1 and rows % group == 0 and repeats_in_groups(input_ids, attention_mask, group) else 1
+    was_training = model.training
+    model.eval()
+    try:
+        head_ids, head_mask = input_ids[::shared], attention_mask[::shared]
+        out = model(
+            input_ids=head_ids, attention_mask=head_mask, position_ids=position_ids(head_mask), use_cache=True, logits_to_keep=1
+        )
+        cache, logits = returned_cache(out), out.logits[:, -1]
+        if shared > 1:
+            cache.batch_repeat_interleave(shared)
+            logits = logits.repeat_interleave(shared, 0)
+        stops = torch.tensor(list(stop_ids), device=device)
+        tokens = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros((rows, max_new_tokens), device=device)
+        live = torch.arange(rows, device=device)  # which rows the batch still holds
+        mask = attention_mask
+        steps = 0
+        for step in range(max_new_tokens):
+            token, logp = sample_next(logits, temperature, top_p, greedy)
+            tokens[live, step], logprobs[live, step] = token, logp
+            steps = step + 1
+            going = ~torch.isin(token, stops)
+            if step == max_new_tokens - 1 or not going.any():
+                break
+            if not going.all():
+                keep = going.nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                live, mask, token = live[keep], mask[keep], token[keep]
+            mask = torch.cat([mask, mask.new_ones(len(live), 1)], 1)
+            out = model(
+                input_ids=token[:, None],
+                attention_mask=mask,
+                position_ids=(mask.sum(-1, keepdim=True) - 1),
+                **cache_argument(model, cache),
+                use_cache=True,
+            )
+            cache, logits = returned_cache(out), out.logits[:, -1]
+    finally:
+        model.train(was_training)
+    return tokens[:, :steps], logprobs[:, :steps]
 
 
 class RolloutEngine:
@@ -126,52 +278,39 @@ class RolloutEngine:
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
 
     @torch.no_grad()
-    def generate(self, problems: Sequence[Problem], greedy: bool = False) -> Rollouts:
+    def generate(self, problems: Sequence[Problem], greedy: bool = False, group: int = 1) -> Rollouts:
+        """One completion per entry of `problems`. `group`: entries come in consecutive runs of
+        that many copies of one problem (GRPO's groups), whose prompt is prefilled once."""
+        size = max(group, self.sampling.batch_size // group * group)  # chunks keep groups whole
         chunks = [
-            self._generate_chunk(problems[i : i + self.sampling.batch_size], greedy)
-            for i in range(0, len(problems), self.sampling.batch_size)
+            self._generate_chunk(problems[i : i + size], greedy, group) for i in range(0, len(problems), size)
         ]
         return chunks[0] if len(chunks) == 1 else concatenate(chunks, self.tokenizer.pad_token_id)
 
-    def _generate_chunk(self, problems: Sequence[Problem], greedy: bool) -> Rollouts:
+    def _generate_chunk(self, problems: Sequence[Problem], greedy: bool, group: int) -> Rollouts:
         tokenizer, sampling = self.tokenizer, self.sampling
-        was_training = self.model.training
-        self.model.eval()
         prompts = tokenizer(
             [p.prompt for p in problems], return_tensors="pt", padding=True, padding_side="left",
             add_special_tokens=False,
         ).to(self.model.device)
-        out = self.model.generate(
-            **prompts,
-            **generate_kwargs(sampling, greedy),
-            max_new_tokens=sampling.max_new_tokens,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            return_dict_in_generate=True,
-            output_scores=not greedy,
+        completion, logprobs = decode(
+            self.model, prompts.input_ids, prompts.attention_mask,
+            stop_ids=[tokenizer.eos_token_id], max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature, top_p=sampling.top_p, greedy=greedy, group=group,
+            pad_id=tokenizer.pad_token_id,
         )
-        self.model.train(was_training)
-        prompt_len = prompts.input_ids.shape[1]
-        completion = out.sequences[:, prompt_len:]
         # Eligible: every generated token up to and including the first EOS.
         is_eos = completion == tokenizer.eos_token_id
         after_eos = (is_eos.long().cumsum(-1) - is_eos.long()) > 0
         generated = ~after_eos
-        if greedy:
-            logprobs = torch.zeros(completion.shape)
-        else:
-            # scores are the processed logits (temperature, top-p) the sample was drawn from.
-            scores = torch.stack(out.scores, 1).float()
-            logprobs = token_logprobs(scores, completion)
-            logprobs = logprobs.masked_fill(~generated, 0.0)
         prompt_mask = prompts.attention_mask.bool()
         zeros = torch.zeros_like(prompt_mask)
         return Rollouts(
             problems=list(problems),
-            input_ids=out.sequences,
+            input_ids=torch.cat([prompts.input_ids, completion], 1),
             attention_mask=torch.cat([prompt_mask, generated], 1).long(),
             eligible=torch.cat([zeros, generated], 1),
-            sample_logprobs=torch.cat([zeros.float(), logprobs], 1),
+            sample_logprobs=torch.cat([zeros.float(), logprobs.masked_fill(~generated, 0.0)], 1),
             completions=tokenizer.batch_decode(completion.masked_fill(~generated, tokenizer.pad_token_id), skip_special_tokens=True),
         )
 
@@ -197,19 +336,14 @@ def extend(
     pad = tokenizer.pad_token_id
     input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=model.device)
     attention_mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
-    was_training = model.training
-    model.eval()
-    out = model.generate(
-        input_ids=input_ids, attention_mask=attention_mask, **generate_kwargs(sampling, greedy), max_new_tokens=max_new_tokens,
-        eos_token_id=list(stop_ids), pad_token_id=pad, return_dict_in_generate=True, output_scores=not greedy,
+    generated, logprobs = decode(
+        model, input_ids, attention_mask, stop_ids=stop_ids, max_new_tokens=max_new_tokens,
+        temperature=sampling.temperature, top_p=sampling.top_p, greedy=greedy, pad_id=pad,
     )
-    model.train(was_training)
-    generated = out.sequences[:, width:]
-    logprobs = None if greedy else token_logprobs(torch.stack(out.scores, 1).float(), generated)
     turns = []
     for i, row in enumerate(generated.tolist()):
         end = next((t + 1 for t, token in enumerate(row) if token in stop_ids), len(row))
-        turns.append(Turn(row[:end], [0.0] * end if greedy else logprobs[i, :end].tolist()))
+        turns.append(Turn(row[:end], logprobs[i, :end].tolist()))
     return turns
 
 

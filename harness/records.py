@@ -3,13 +3,18 @@ step's row right after the checkpoint that contains it."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import polars as pl
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning_utilities.core.apply_func import apply_to_collection
 
 
 def write_atomic(path: Path, write) -> None:
@@ -33,12 +38,70 @@ def records_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
+def snapshot_of(key: str, value: Any) -> Any:
+    """A copy of one checkpoint entry that later training cannot change. The module's own entry
+    ("rlvr") is built fresh by `on_save_checkpoint` from lists whose rows are never changed once
+    appended, so a shallow copy is enough (a deep copy of every record would grow with the run)."""
+    if key in ("state_dict", "optimizer_states"):
+        return apply_to_collection(value, torch.Tensor, lambda t: t.detach().clone())
+    if key == "rlvr":
+        return dict(value)
+    return copy.deepcopy(value)
+
+
+class BackgroundCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written by one background thread, in order, each atomically (temporary file,
+    then rename), so that a step does not wait for the disk. The caller's thread takes the
+    snapshot: tensors are cloned and containers copied before `save_checkpoint` returns, so the
+    next optimizer step cannot change what is being written. `after_write(checkpoint)` runs on
+    the same thread once a checkpoint is on disk (the records derived from it), so that no file
+    runs ahead of the state it came from. A failed write is raised on the next save, on `flush`
+    or at teardown (the end of `fit`)."""
+
+    def __init__(self, after_write=None):
+        super().__init__()
+        self.after_write = after_write
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future] = []
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        snapshot = {key: snapshot_of(key, value) for key, value in checkpoint.items()}
+        self._raise_failures(wait=False)
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+        self._pending.append(self._executor.submit(self._write, snapshot, Path(path)))
+
+    def _write(self, checkpoint: dict[str, Any], path: Path) -> None:
+        write_atomic(path, lambda tmp: super(BackgroundCheckpointIO, self).save_checkpoint(checkpoint, tmp))
+        if self.after_write is not None:
+            self.after_write(checkpoint)
+
+    def _raise_failures(self, wait: bool) -> None:
+        done = [f for f in self._pending if wait or f.done()]
+        self._pending = [f for f in self._pending if f not in done]
+        for future in done:
+            future.result()  # re-raises the writer's exception here
+
+    def flush(self) -> None:
+        """Wait until every checkpoint saved so far is on disk."""
+        self._raise_failures(wait=True)
+
+    def teardown(self) -> None:
+        self.flush()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+
 class StepRecorder(L.Callback):
-    """After every step: checkpoint first, then metrics.parquet and eval.parquet, so a kill at
-    any point loses at most the step in flight and the files never run ahead of the state."""
+    """After every `checkpoint_every` steps (and the last): a checkpoint, then metrics.parquet and
+    eval.parquet from the records inside it, written in the background in that order, so a kill
+    at any point loses at most the steps since the last checkpoint and the files never run ahead
+    of the state. Pass `recorder.checkpoint_io` to the Trainer's `plugins`."""
 
     def __init__(self, run_dir: Path, checkpoint_every: int = 1):
         self.run_dir, self.checkpoint_every = run_dir, checkpoint_every
+        self.checkpoint_io = BackgroundCheckpointIO(after_write=self.write_records)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -47,6 +110,9 @@ class StepRecorder(L.Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         last = module.rl_step >= module.schedule.steps
         if module.rl_step % self.checkpoint_every == 0 or last:
-            write_atomic(self.checkpoint_path, lambda tmp: trainer.save_checkpoint(tmp, weights_only=False))
-        write_parquet(records_frame(module.records), self.run_dir / "metrics.parquet")
-        write_parquet(records_frame(module.evaluations), self.run_dir / "eval.parquet")
+            trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+
+    def write_records(self, checkpoint: dict[str, Any]) -> None:
+        state = checkpoint["rlvr"]
+        write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
+        write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")

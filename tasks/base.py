@@ -70,9 +70,9 @@ class Task(abc.ABC):
         self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False
     ) -> Rollouts:
         """Stage 1 for single-turn tasks: `per_problem` completions of each prompt, grouped by
-        prompt. Multi-turn tasks override this with their environment loop."""
+        prompt (each prompt prefilled once). Multi-turn tasks override this with their environment loop."""
         repeated = [p for p in problems for _ in range(per_problem)]
-        return engine.generate(repeated, greedy=greedy)
+        return engine.generate(repeated, greedy=greedy, group=per_problem)
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Stage 2. Tasks with slow verifiers (running code) override this to work in parallel."""

@@ -125,7 +125,7 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
 
     def run(results, crash_after=None):
         config = tmp_path / "bench.yaml"
-        config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite("r", "test_e2e.ParityReward", steps=4)]}))
+        config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite("r", "test_e2e.ParityReward", schedule={"steps": 4, "prompts_per_step": 8})]}))
         return main(["run", str(config), "--results", str(results)])
 
     assert run(tmp_path / "straight") == 0

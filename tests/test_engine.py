@@ -1,6 +1,6 @@
 import torch
 
-from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs, token_logprobs
+from harness.engine import RolloutEngine, SamplingArgs, decode, sample_next, sequence_logprobs, token_logprobs
 from harness.models import load_policy
 from tasks.base import Problem
 
@@ -84,3 +84,86 @@ def test_logprobs_at_chosen_positions_equal_the_full_forward(tiny_dir):
     chosen = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.7, rollouts.eligible)
     torch.testing.assert_close(chosen[rollouts.eligible], full[rollouts.eligible], atol=1e-5, rtol=1e-5)
     assert (chosen[~rollouts.eligible] == 0).all()
+
+
+def test_groups_prefilled_once_sample_what_unshared_rows_sample(tiny_dir):
+    """GRPO's G copies of a prompt share one prefill; with the same random numbers they draw the
+    same tokens with the same log-probs as G separately prefilled rows."""
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=10))
+    repeated = [p for p in problems(4) for _ in range(3)]
+    torch.manual_seed(5)
+    shared = engine.generate(repeated, group=3)
+    torch.manual_seed(5)
+    alone = engine.generate(repeated, group=1)
+    assert torch.equal(shared.input_ids, alone.input_ids) and torch.equal(shared.eligible, alone.eligible)
+    torch.testing.assert_close(shared.sample_logprobs, alone.sample_logprobs, atol=1e-5, rtol=1e-5)
+    assert len(set(shared.completions[:3])) > 1  # the copies did diverge: sharing stops at the prompt
+
+
+def test_rows_leave_the_batch_at_their_stop_token_without_changing_the_others(tiny_dir):
+    """A row's continuation must not depend on which other rows are still in the batch: greedy
+    decoding of a batch equals decoding each row alone, and nothing follows a stop token."""
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    rows = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(6)]
+    width = max(map(len, rows))
+    ids = torch.tensor([[0] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    # stop on the most common greedy first tokens so that rows stop at different steps
+    first, _ = decode(model, ids, mask, stop_ids=[-1], max_new_tokens=12, greedy=True)
+    stops = [int(first[0, 2]), int(first[3, 4])]
+    batch, _ = decode(model, ids, mask, stop_ids=stops, max_new_tokens=12, greedy=True, pad_id=0)
+    lengths = []
+    for i, row in enumerate(rows):
+        single, _ = decode(model, torch.tensor([row]), torch.ones(1, len(row), dtype=torch.long), stop_ids=stops, max_new_tokens=12, greedy=True)
+        n = single.shape[1]
+        assert batch[i, :n].tolist() == single[0].tolist()
+        assert (batch[i, n:] == 0).all()
+        lengths.append(n)
+    assert len(set(lengths)) > 1  # rows did leave the batch at different steps
+
+
+def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_dir):
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    torch.manual_seed(0)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(
+        [p for p in problems(3) for _ in range(4)], group=4
+    )
+    grads = []
+    for group in (1, 4):
+        model.zero_grad()
+        logp = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group=group)
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        grads.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-5)
+    for unshared, shared in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(unshared, shared, atol=1e-5, rtol=1e-4)
+    # rows that do not repeat their group's prompt are scored unshared, not wrongly shared
+    mixed = rollouts.select(torch.tensor([0, 1, 4, 5]))
+    torch.testing.assert_close(
+        sequence_logprobs(model, mixed.input_ids, mixed.attention_mask, 1.0, mixed.eligible, group=4),
+        sequence_logprobs(model, mixed.input_ids, mixed.attention_mask, 1.0, mixed.eligible),
+    )
+
+
+def test_top_p_keeps_the_smallest_nucleus_and_renormalises():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    torch.manual_seed(0)
+    drawn = {int(sample_next(logits, 1.0, 0.7, False)[0]) for _ in range(300)}
+    assert drawn == {0, 1}  # 0.5 < 0.7 needs the second token; 0.8 >= 0.7 stops there
+    token, logp = sample_next(logits, 1.0, 0.7, False)
+    assert abs(float(logp.exp()) - (0.5 if int(token) == 0 else 0.3) / 0.8) < 1e-6
+    assert {int(sample_next(logits, 1.0, 0.4, False)[0]) for _ in range(50)} == {0}
+    assert int(sample_next(logits, 1.0, 1.0, True)[0]) == 0
+
+
+def test_sampling_draws_each_token_with_its_probability_at_the_temperature():
+    logits = torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05])).expand(100_000, 4)
+    torch.manual_seed(0)
+    token, logp = sample_next(logits, 0.5, 1.0, False)  # T = 0.5 squares and renormalises
+    expected = torch.tensor([0.25, 0.09, 0.0225, 0.0025]) / 0.365
+    torch.testing.assert_close(torch.bincount(token, minlength=4) / 100_000, expected, atol=0.006, rtol=0)
+    torch.testing.assert_close(logp, expected.log()[token])
