@@ -625,7 +625,7 @@ class SandboxPool:
             self._slots.put(worker)
 
     def worker_pids(self) -> list[int]:
-        """The pids of the workers started so far and not yet replaced (for tests)."""
+        """The pids of the live workers (for tests; call it between jobs: it waits for every slot)."""
         return [w.proc.pid for w in self._peek() if w is not None and not w.dead]
 
     def _peek(self) -> list[_Worker | None]:

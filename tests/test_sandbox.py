@@ -434,3 +434,55 @@ def test_sysv_shared_memory_does_not_outlive_a_job():
     with SandboxPool(1) as pool:
         assert pool.execute(make, PASSING, TIMEOUT).verdict == Verdict(1.0, "all tests passed")
         assert pool.execute(count, "assert segments() == 0\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
+
+
+@batched_only
+def test_a_worker_that_answers_nonsense_fails_its_job_and_is_replaced(monkeypatch):
+    with SandboxPool(1) as pool:
+        assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
+        (worker,) = pool.worker_pids()
+        real = sandbox._Worker._request
+        monkeypatch.setattr(sandbox._Worker, "_request", lambda self, job, deadline: {"stdout": "", "pass": True})
+        run = pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
+        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(sandbox.WORKER_FAILED)
+        assert not os.path.exists(run.workdir)
+        monkeypatch.setattr(sandbox._Worker, "_request", real)
+        assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
+        assert pool.worker_pids() != [worker]
+
+
+@batched_only
+def test_a_harness_that_dies_mid_job_leaves_nothing_running():
+    """The worker sees its stdin close, kills its job and exits: no PDEATHSIG needed."""
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from tasks.sandbox import SandboxPool\n"
+        "pool = SandboxPool(1)\n"
+        "run = pool.execute('x = 1\\n', 'assert x == 1\\n')\n"
+        "print(run.uid, pool.worker_pids()[0], flush=True)\n"
+        "pool.execute('import time\\ntime.sleep(30)\\n', 'assert True\\n', 60)\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    harness = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE, text=True)
+    uid, worker = map(int, harness.stdout.readline().split())
+    time.sleep(0.5)  # the sleeper is running
+    assert processes_of_uid(uid)
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    give_up = time.monotonic() + SLACK_S
+    while (processes_of_uid(uid) or alive(worker)) and time.monotonic() < give_up:
+        time.sleep(0.05)
+    assert processes_of_uid(uid) == [] and not alive(worker)
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
