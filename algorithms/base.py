@@ -18,8 +18,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from harness import distributed
 from harness.memory import peak_mb, reset_peak
-from harness.engine import RolloutEngine, Rollouts, SamplingArgs, sequence_logprobs
+from harness.engine import RolloutEngine, Rollouts, SamplingArgs, concatenate, sequence_logprobs
 from tasks.base import Problem, Task
 
 
@@ -106,6 +107,7 @@ class RLVRModule(L.LightningModule):
         self.rl_step = 0
         self.wall_clock_s = 0.0
         self.rollouts_total = 0
+        self._rng_restored = False
         self.records: list[dict[str, Any]] = []  # one row per step
         self.evaluations: list[dict[str, Any]] = []  # held-out accuracy, step 0 included
 
@@ -137,6 +139,7 @@ class RLVRModule(L.LightningModule):
         problems = prompt_stream(
             self.task.train_problems()[: self.schedule.prompt_pool], self.schedule.seed, self.rl_step, self.schedule.prompts_per_step
         )
+        problems = distributed.shard(problems)  # this process's prompts (all of them on one device)
         with timed(timing, "sample"):
             rollouts = self.task.rollout(self.engine, problems, self.rollouts_per_prompt)
         with timed(timing, "verify"):
@@ -145,6 +148,8 @@ class RLVRModule(L.LightningModule):
             advantages, credit_stats = self.credit(rollouts)
         with timed(timing, "update"):
             update_stats = self.update(rollouts, advantages)
+        if distributed.world_size() > 1:
+            rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
         self.rollouts_total += len(rollouts)
         self.wall_clock_s += time.perf_counter() - started
@@ -185,14 +190,17 @@ class RLVRModule(L.LightningModule):
                 logprobs, outputs = self.score(batch)
                 # With one update per step the ratio is exactly 1 (pi_old is the current policy).
                 old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]
-                loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible)
+                # Token-mean over the mini-batch of every process, not of this one: divide by the
+                # mean count per process, as gradients are averaged over processes below.
+                tokens = distributed.total(float(batch.eligible.sum())) / distributed.world_size()
+                loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible, tokens)
                 if self.reference is not None:
                     loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
                 extra, extra_stats = self.extra_loss(batch, outputs)
                 loss = loss + extra
                 optimizer.zero_grad(set_to_none=True)
                 self.manual_backward(loss)
-                norm = torch.nn.utils.clip_grad_norm_(self.parameters(), self.optim_args.max_grad_norm)
+                norm = self.synchronise_and_clip()
                 optimizer.step()
                 norms.append(float(norm))
                 losses.append(float(loss.detach()))
@@ -212,14 +220,27 @@ class RLVRModule(L.LightningModule):
             stats[key] = float(np.mean([e[key] for e in extras]))
         return stats
 
-    def surrogate(self, logprobs: Tensor, old: Tensor, adv: Tensor, eligible: Tensor) -> tuple[Tensor, float]:
-        """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per `loss_aggregation`."""
+    def synchronise_and_clip(self) -> Tensor:
+        """Gradients equal on every process, clipped; returns their total norm before clipping."""
+        strategy = self.trainer.strategy
+        if isinstance(strategy, distributed.RolloutDDP):
+            distributed.average_gradients(list(self.parameters()))
+        if type(strategy).__name__ == "FSDPStrategy":
+            # sharded gradients: the wrapper computes the norm over all shards
+            return strategy.model.clip_grad_norm_(self.optim_args.max_grad_norm)
+        return torch.nn.utils.clip_grad_norm_(self.parameters(), self.optim_args.max_grad_norm)
+
+    def surrogate(
+        self, logprobs: Tensor, old: Tensor, adv: Tensor, eligible: Tensor, tokens: float | None = None
+    ) -> tuple[Tensor, float]:
+        """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per
+        `loss_aggregation`. `tokens`: what token-mean divides by (default: this batch's count)."""
         eps = self.update_args.clip_eps
         ratio = torch.exp(logprobs - old)
         per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
         mask = eligible.float()
         if self.update_args.loss_aggregation == "token-mean":
-            loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
+            loss = (per_token * mask).sum() / max(tokens if tokens is not None else float(mask.sum()), 1.0)
         else:
             loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
         clipped = ((ratio - 1).abs() > eps) & eligible
@@ -275,20 +296,47 @@ class RLVRModule(L.LightningModule):
         row.update(stats)
         return row
 
+    def gather_step(
+        self, rollouts: Rollouts, advantages: Tensor, credit_stats: dict[str, float]
+    ) -> tuple[Rollouts, Tensor, dict[str, float]]:
+        """Every process's rollouts and advantages in prompt order (the shards are contiguous), and
+        the credit statistics averaged over processes, so that the record describes the step."""
+        slim = Rollouts(
+            rollouts.problems, rollouts.input_ids, rollouts.attention_mask, rollouts.eligible,
+            rollouts.sample_logprobs, rollouts.completions, rollouts.verdicts, {"advantages": advantages},
+        )
+        checksum = float(sum(p.detach().double().sum() for p in self.parameters()))
+        parts = distributed.gather((slim, credit_stats, checksum))
+        whole = concatenate([part for part, _, _ in parts], self.tokenizer.pad_token_id)
+        stats = {key: nan_mean([s[key] for _, s, _ in parts]) for key in parts[0][1]}
+        # the processes must hold the same weights after every update: recorded, so it is checked
+        sums = [c for _, _, c in parts]
+        stats["distributed/weight_checksum_spread"] = max(sums) - min(sums)
+        return whole, whole.token_data.pop("advantages"), stats
+
     # ------------------------------------------------------------------ evaluation
 
     @torch.no_grad()
     def evaluate(self) -> float:
-        """Greedy pass@1 on the held-out problems."""
+        """Greedy pass@1 on the held-out problems (each process takes a share, the counts add up)."""
         problems = list(self.task.eval_problems())[: self.eval_args.limit]
+        world, mine = distributed.world_size(), problems[distributed.rank() :: distributed.world_size()]
         correct = 0.0
-        for i in range(0, len(problems), self.eval_args.batch_size):
-            chunk = self.task.rollout(self.engine, problems[i : i + self.eval_args.batch_size], 1, greedy=True)
+        for i in range(0, len(mine), self.eval_args.batch_size):
+            chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
             correct += sum(v.reward for v in self.task.verify_all(chunk))
+        if world > 1:
+            correct = distributed.total(correct)
         return correct / max(len(problems), 1)
 
     def on_train_start(self) -> None:
         reset_peak()
+        if distributed.rank() > 0 and not self._rng_restored:
+            # Every process starts from the same seed; the others must not draw the same samples.
+            seed = self.schedule.seed * 1_000_003 + distributed.rank()
+            torch.manual_seed(seed)
+            random.seed(seed)
+            np.random.seed(seed % 2**32)
         if not self.evaluations:
             self.evaluations.append({"step": 0, "accuracy": self.evaluate()})
 
@@ -326,7 +374,11 @@ class RLVRModule(L.LightningModule):
             # written in the background while later steps append
             "records": list(self.records),
             "evaluations": list(self.evaluations),
-            "rng": {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()},
+            # one entry per process (each draws its own samples); collective, as every process
+            # builds the checkpoint and rank 0 writes it
+            "rng": distributed.gather(
+                {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+            ),
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -334,9 +386,15 @@ class RLVRModule(L.LightningModule):
         self.rl_step, self.wall_clock_s = state["rl_step"], state["wall_clock_s"]
         self.rollouts_total, self.records = state["rollouts_total"], state["records"]
         self.evaluations = state["evaluations"]
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
+        rng = state["rng"]
+        if isinstance(rng, list):
+            if len(rng) != distributed.world_size():
+                raise RuntimeError(f"the checkpoint was written by {len(rng)} processes; resume it with as many devices")
+            rng = rng[distributed.rank()]
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        self._rng_restored = True
 
     def hyperparameters(self) -> dict[str, Any]:
         return {
@@ -346,6 +404,11 @@ class RLVRModule(L.LightningModule):
             "update": asdict(self.update_args),
             "evaluation": asdict(self.eval_args),
         }
+
+
+def nan_mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if not np.isnan(v)]
+    return float(np.mean(finite)) if finite else float("nan")
 
 
 @contextmanager

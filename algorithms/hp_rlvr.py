@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
+from harness import distributed
 from harness.engine import Rollouts, position_ids
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
@@ -288,7 +289,9 @@ class HPRLVR(RLVRModule):
         rewards = rollouts.rewards
         prompt_ids = [p.id for p in rollouts.problems]
         baseline = self.baseline(prompt_ids)  # before this step's rewards are seen
-        self.baseline.update(prompt_ids, rewards)
+        # every process keeps the same tracker: it learns from the whole step's rollouts
+        gathered = distributed.gather((prompt_ids, rewards))
+        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))
         if self.weighting == "uniform":
             weights, stats = rollouts.eligible.float(), {}
         else:
@@ -298,6 +301,7 @@ class HPRLVR(RLVRModule):
                 weights = (weights / mean).clamp(max=self.rescale_clip) * rollouts.eligible
         advantages = weights * (rewards - baseline)[:, None]  # A_t = w_t (r - b(x))
         stats["credit/baseline_mean"] = float(baseline.mean())
+        stats["credit/baseline_prompts"] = len(self.baseline.counts)
         stats["credit/weight_mean"] = float(weights.sum() / rollouts.eligible.sum().clamp(min=1))
         return advantages, stats
 

@@ -23,7 +23,7 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -50,6 +50,19 @@ class ClassSpec:
 
 
 @dataclass
+class TrainerArgs:
+    """Where the runs of a suite execute (Lightning's Trainer)."""
+
+    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
+    devices: int = 1
+    """Processes per run. More than one splits each step's prompts between them (see
+    `harness.distributed`); prompts_per_step must divide evenly."""
+    strategy: Literal["auto", "ddp", "fsdp"] = "auto"
+    """auto: one process, or DDP when devices > 1. ddp: `harness.distributed.RolloutDDP` (over gloo
+    on CPU). fsdp: Lightning's FSDPStrategy, sharding the policy's decoder layers across GPUs."""
+
+
+@dataclass
 class Suite:
     name: str
     task: ClassSpec
@@ -57,6 +70,7 @@ class Suite:
     seeds: list[int]
     model: ModelArgs
     groups: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
+    trainer: TrainerArgs = field(default_factory=TrainerArgs)
 
     def task_key(self) -> dict:
         """What identifies the task in a starting-weights recipe."""
@@ -132,7 +146,7 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
     return spec
 
 
-SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", *GROUPS}
+SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", *GROUPS}
 
 
 def parse_suite(raw: Any, where: str) -> Suite:
@@ -167,7 +181,8 @@ def parse_suite(raw: Any, where: str) -> Suite:
         if not Path(model.path).is_dir():
             raise ConfigError(f"{where}.model.path: no such directory: {model.path}")
     groups = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in GROUPS.items()}
-    suite = Suite(name, task, algorithms, seeds, model, groups)
+    trainer = build_dataclass(TrainerArgs, raw.get("trainer", {}), f"{where}.trainer")
+    suite = Suite(name, task, algorithms, seeds, model, groups, trainer)
     check_values(suite, where)
     return suite
 
@@ -184,14 +199,21 @@ def check_values(suite: Suite, where: str) -> None:
         own, groups = suite.algorithm_groups(name)
         if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
             raise ConfigError(f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})")
-        if groups["update"].minibatches < 1 or groups["update"].minibatches > s.prompts_per_step:
-            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step]")
+        if groups["update"].minibatches < 1 or groups["update"].minibatches > s.prompts_per_step // suite.trainer.devices:
+            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
         if groups["update"].epochs < 1:
             raise ConfigError(f"{where}.update.epochs: must be >= 1")
         if groups["sampling"].temperature <= 0:
             raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
         if groups["sampling"].max_new_tokens < 1:
             raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
+    t = suite.trainer
+    if t.devices < 1:
+        raise ConfigError(f"{where}.trainer.devices: must be >= 1 (got {t.devices})")
+    if s.prompts_per_step % t.devices:
+        raise ConfigError(f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly")
+    if t.strategy == "fsdp" and t.accelerator == "cpu":
+        raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
     for key in ("train_file", "eval_file"):

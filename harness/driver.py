@@ -17,7 +17,8 @@ import torch
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
-from harness.config import Benchmark, Suite
+from harness import distributed
+from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights
 from harness.records import StepRecorder, write_json
@@ -53,8 +54,9 @@ def run_benchmark(benchmark: Benchmark, results: Path) -> None:
         for seed in suite.seeds:
             for algorithm in suite.algorithms:
                 run_one(suite, algorithm, seed, results / suite.name, benchmark.cache_dir)
-        publish(results / suite.name)
-    if any(results.glob("*/*/run.json")):
+        if distributed.rank() == 0:
+            publish(results / suite.name)
+    if distributed.rank() == 0 and any(results.glob("*/*/run.json")):
         publish(results)
 
 
@@ -82,15 +84,20 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         print(f"[{suite.name}] {run_dir.name}: finished earlier, skipped")
         return run_dir
     started = time.perf_counter()
-    module, weights = build_module(suite, algorithm, seed, cache_dir)
+    # Processes after the first of a multi-device run exist from its first fit on: the first
+    # builds (and caches) the starting weights, the others then load them.
+    module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
     preparation_s = time.perf_counter() - started
     task_key, own = suite.task_key(), suite.algorithm_groups(algorithm)[0]
     recorder = StepRecorder(run_dir)
     resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
-    print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
+    if distributed.rank() == 0:
+        print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
     trainer = L.Trainer(
-        accelerator="auto",
-        devices=1,
+        accelerator=suite.trainer.accelerator,
+        devices=suite.trainer.devices,
+        strategy=strategy(suite.trainer, module),
+        use_distributed_sampler=False,  # the batches are step numbers; every process runs every step
         max_epochs=-1,
         logger=loggers(run_dir),
         callbacks=[recorder, TQDMProgressBar()],
@@ -109,6 +116,8 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     trainer.fit(module, steps, ckpt_path=resume, weights_only=False)
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
+    if not trainer.is_global_zero:
+        return run_dir
     write_json(
         {
             "suite": suite.name,
@@ -121,6 +130,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
             "model": str(weights),
             "model_name": suite.model.preset or Path(suite.model.path).name,
             "rollouts_per_prompt": module.rollouts_per_prompt,
+            "devices": trainer.world_size,
             "steps": module.rl_step,
             "wall_clock_s": module.wall_clock_s,
             "warm_start_s": preparation_s,
@@ -132,6 +142,19 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return run_dir
+
+
+def strategy(args: TrainerArgs, module):
+    """The Lightning strategy for a suite's `trainer.strategy`."""
+    if args.strategy == "fsdp":
+        from lightning.pytorch.strategies import FSDPStrategy
+
+        # Shard by decoder layer: the unit that is gathered for its forward and freed after.
+        layer = type(module.policy.base_model.layers[0])
+        return FSDPStrategy(auto_wrap_policy={layer}, sharding_strategy="FULL_SHARD")
+    if args.strategy == "ddp" or args.devices > 1:
+        return distributed.RolloutDDP(process_group_backend="gloo" if args.accelerator == "cpu" else None)
+    return "auto"
 
 
 def loggers(run_dir: Path) -> list:

@@ -364,4 +364,9 @@ def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
         sample_logprobs=torch.cat([pad(r.sample_logprobs, p, 0.0) for r, p in zip(parts, prompt_lens)]),
         completions=[x for r in parts for x in r.completions],
         verdicts=[x for r in parts for x in r.verdicts],
+        token_data={
+            key: torch.cat([pad(r.token_data[key], p, 0) for r, p in zip(parts, prompt_lens)])
+            for key in parts[0].token_data
+            if all(key in r.token_data for r in parts)
+        },
     )
