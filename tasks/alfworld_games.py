@@ -872,15 +872,27 @@ def set_speedups(enabled: bool) -> None:
     """Memoise TextWorld's repeated parsing (True) or restore stock TextWorld (False)."""
     textgen, pddl_logic = _textworld_modules()
     if enabled and not _ORIGINALS:
-        _ORIGINALS.update(parse=textgen._parse_and_convert, rule=textgen.Rule, fd=pddl_logic.fast_downward)
+        _ORIGINALS.update(
+            parse=textgen._parse_and_convert, rule=textgen.Rule, fd=pddl_logic.fast_downward, copy=textgen.copy_context
+        )
         textgen._parse_and_convert = _cached_symbols
         textgen.Rule = _CachedRule
         pddl_logic.fast_downward = _CachedDownward(_ORIGINALS["fd"])
+        textgen.copy_context = _copy_context
     elif not enabled and _ORIGINALS:
         textgen._parse_and_convert = _ORIGINALS["parse"]
         textgen.Rule = _ORIGINALS["rule"]
         pddl_logic.fast_downward = _ORIGINALS["fd"]
+        textgen.copy_context = _ORIGINALS["copy"]
         _ORIGINALS.clear()
+
+
+def _copy_context(context: dict) -> dict:
+    """textgen's copy_context deep-copies the context's variables and mapping (entity infos and
+    PDDL variables, each holding much of the game) for every symbol of every admissible command's
+    derivation: most of a step's cost. Derivation adds entries to those dicts but never changes
+    the objects in them, so new dicts over the same objects are copy enough."""
+    return {**context, "variables": dict(context["variables"]), "mapping": dict(context["mapping"])}
 
 
 def _cached_symbols(text: str, **kwargs: Any) -> Any:
