@@ -159,8 +159,10 @@ def segments_of(cols: list[int], segments: int) -> list[tuple[int, int]]:
     return [(runs[g0][0], runs[g1 - 1][1]) for g0, g1 in groups]
 
 
-def render_block(tokenizer, template: HindsightTemplate, future: list[int], feedback: str) -> list[int]:
-    encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+def render_block(tokenizer, template: HindsightTemplate, future: list[int], feedback: str, encode=None) -> list[int]:
+    """`encode`: text -> token ids (default: the tokenizer; `hindsight_views` passes a memo, as the
+    same few texts recur in every block)."""
+    encode = encode or (lambda text: tokenizer(text, add_special_tokens=False).input_ids)
     if future and future[-1] == tokenizer.eos_token_id:
         future = future[:-1]  # "it ended" is no information; an EOS mid-sequence would be noise
     if len(future) > template.max_future_tokens:
@@ -170,6 +172,13 @@ def render_block(tokenizer, template: HindsightTemplate, future: list[int], feed
 
 def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: HindsightTemplate) -> HindsightBatch:
     rows, spans, causal, hindsight, segment_of = [], [], [], [], []
+    memo: dict[str, list[int]] = {}
+
+    def encode(text: str) -> list[int]:
+        if text not in memo:
+            memo[text] = tokenizer(text, add_special_tokens=False).input_ids
+        return memo[text]
+
     for i in range(len(rollouts)):
         ids = rollouts.input_ids[i].tolist()
         cols = rollouts.eligible[i].nonzero().flatten().tolist()
@@ -178,7 +187,7 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
         first, end = cols[0], int(rollouts.attention_mask[i].nonzero().max()) + 1
         prompt = [ids[c] for c in range(first) if rollouts.attention_mask[i, c]]
         for s, (a, b) in enumerate(segments_of(cols, segments)):
-            block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback)
+            block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback, encode)
             row = len(rows)
             rows.append(block + prompt + ids[first:b])
             spans.append((0, len(block)))

@@ -2,10 +2,13 @@
 
 Each algorithm of each suite runs a few steps on the suite's starting weights, exactly as
 `harness run` would (same module, same Lightning loop, records and checkpoints written to a
-scratch folder), with a clock around the model's own work: generation (`harness.engine.decode`),
-forward passes (the policy's and its trunk's), `backward` and the optimizer step. The harness overhead is the rest
-of the step (verifiers, credit arithmetic outside the model, the loop, records, checkpoints), as
-a share of it. The first step is a warm-up and is not counted; figures are medians over steps.
+scratch folder), with one clock around the model's own work (generation: `harness.engine.decode`
+and multi-turn `Conversation` turns; forward passes, the policy's, its trunk's and its output head's; `backward`; the
+optimizer step with its gradient clipping) and another around the task's own work (its verifier; ALFWorld's game engine).
+The harness overhead is the rest of the step (credit arithmetic outside the model, the surrogate,
+the loop, records, checkpoints), as a share of it: what this harness adds on top of what any
+implementation of the same algorithm on the same task must spend. The first step is a warm-up
+and is not counted; figures are medians over steps.
 """
 
 from __future__ import annotations
@@ -49,37 +52,50 @@ class ModelClock:
         return timed
 
     @contextlib.contextmanager
-    def around(self, module):
-        """Patch the sampler (`harness.engine.decode`: the decoding loop, its forward passes and
-        the token draws), the module's policy (forward, trunk forward) and its backward for the
-        duration (the optimizers' steps are patched once they exist: `StepClock`)."""
+    def around(self, module, task_clock: "ModelClock"):
+        """Patch, for the duration: the samplers (`harness.engine.decode` and a multi-turn
+        `Conversation`'s turns: the decoding loops, their forward passes and token draws), the
+        module's policy (forward, trunk forward, output head), its backward and gradient clipping (the optimizers'
+        steps are patched once they exist: `StepClock`); and on `task_clock`, the task's own work: its
+        verifier and, for ALFWorld, the game engine's resets and steps."""
         policy = module.policy
         patched = [
-            (engine, "decode"), (policy, "forward"), (policy.base_model, "forward"), (module, "manual_backward")
+            (self, engine, "decode"), (self, engine.Conversation, "turn"), (self, policy, "forward"),
+            (self, policy.base_model, "forward"), (self, policy.get_output_embeddings(), "forward"),
+            (self, module, "manual_backward"),
+            (self, module, "synchronise_and_clip"), (task_clock, module.task, "verify_all"),
         ]
-        originals = [(obj, name, getattr(obj, name)) for obj, name in patched]
-        for obj, name, original in originals:
-            setattr(obj, name, self.wrap(original))
+        if type(module.task).__name__ == "AlfworldTask":
+            from tasks.alfworld_games import AlfworldEnv
+
+            patched += [(task_clock, AlfworldEnv, "step"), (task_clock, AlfworldEnv, "reset")]
+        # restored as they were in the object's own __dict__; where they were inherited, deleted
+        originals = [(obj, name, vars(obj).get(name)) for _, obj, name in patched]
+        for clock, obj, name in patched:
+            setattr(obj, name, clock.wrap(getattr(obj, name)))
         try:
             yield self
         finally:
             for obj, name, original in originals:
-                setattr(obj, name, original)
+                if original is not None:
+                    setattr(obj, name, original)
+                else:
+                    delattr(obj, name)
 
 
 class StepClock(L.Callback):
     """Per step: wall-clock from batch start to after the records are written (it must come after
     the StepRecorder), and the model's share of it."""
 
-    def __init__(self, clock: ModelClock):
-        self.clock, self.rows = clock, []
+    def __init__(self, clock: ModelClock, task_clock: ModelClock):
+        self.clock, self.task_clock, self.rows = clock, task_clock, []
 
     def on_train_start(self, trainer, module) -> None:
         for optimizer in trainer.optimizers:
             optimizer.step = self.clock.wrap(optimizer.step)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        self.started, self.model_at_start = time.perf_counter(), self.clock.seconds
+        self.started, self.model_at_start, self.task_at_start = time.perf_counter(), self.clock.seconds, self.task_clock.seconds
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         record = module.records[-1]
@@ -87,6 +103,7 @@ class StepClock(L.Callback):
             {
                 "step_s": time.perf_counter() - self.started,
                 "model_s": self.clock.seconds - self.model_at_start,
+                "task_s": self.task_clock.seconds - self.task_at_start,
                 **{stage: record[f"timing_s/{stage}"] for stage in ("sample", "verify", "credit", "update")},
                 "peak_mb": record.get("memory/peak_mb"),
             }
@@ -94,9 +111,9 @@ class StepClock(L.Callback):
 
 
 def bench_module(module, steps: int) -> list[dict]:
-    clock = ModelClock()
-    with tempfile.TemporaryDirectory() as scratch, clock.around(module):
-        timer, recorder = StepClock(clock), StepRecorder(Path(scratch))
+    clock, task_clock = ModelClock(), ModelClock()
+    with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock):
+        timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch))
         trainer = L.Trainer(
             accelerator="auto", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
             enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
@@ -133,7 +150,8 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                     **{f"{s}_s": median[s] for s in ("sample", "verify", "credit", "update")},
                     "record_and_loop_s": median["step_s"] - stages,
                     "model_s": median["model_s"],
-                    "overhead_share": 1 - median["model_s"] / median["step_s"],
+                    "task_s": median["task_s"],
+                    "overhead_share": 1 - (median["model_s"] + median["task_s"]) / median["step_s"],
                     "peak_mb": max(r["peak_mb"] for r in measured),
                 }
             )

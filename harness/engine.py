@@ -276,6 +276,7 @@ def decode(
 class RolloutEngine:
     def __init__(self, model, tokenizer, sampling: SamplingArgs):
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self._prompt_ids: dict[str, list[int]] = {}
 
     @torch.no_grad()
     def generate(self, problems: Sequence[Problem], greedy: bool = False, group: int = 1) -> Rollouts:
@@ -287,14 +288,19 @@ class RolloutEngine:
         ]
         return chunks[0] if len(chunks) == 1 else concatenate(chunks, self.tokenizer.pad_token_id)
 
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """A prompt's token ids, tokenised once: prompts recur (G copies, the held-out set at
+        every evaluation) and a tokenizer call costs more than the table lookup."""
+        ids = self._prompt_ids.get(prompt)
+        if ids is None:
+            ids = self._prompt_ids[prompt] = self.tokenizer(prompt, add_special_tokens=False).input_ids
+        return ids
+
     def _generate_chunk(self, problems: Sequence[Problem], greedy: bool, group: int) -> Rollouts:
         tokenizer, sampling = self.tokenizer, self.sampling
-        prompts = tokenizer(
-            [p.prompt for p in problems], return_tensors="pt", padding=True, padding_side="left",
-            add_special_tokens=False,
-        ).to(self.model.device)
+        input_ids, attention_mask = left_padded([self.prompt_ids(p.prompt) for p in problems], tokenizer.pad_token_id, self.model.device)
         completion, logprobs = decode(
-            self.model, prompts.input_ids, prompts.attention_mask,
+            self.model, input_ids, attention_mask,
             stop_ids=[tokenizer.eos_token_id], max_new_tokens=sampling.max_new_tokens,
             temperature=sampling.temperature, top_p=sampling.top_p, greedy=greedy, group=group,
             pad_id=tokenizer.pad_token_id,
@@ -303,11 +309,11 @@ class RolloutEngine:
         is_eos = completion == tokenizer.eos_token_id
         after_eos = (is_eos.long().cumsum(-1) - is_eos.long()) > 0
         generated = ~after_eos
-        prompt_mask = prompts.attention_mask.bool()
+        prompt_mask = attention_mask.bool()
         zeros = torch.zeros_like(prompt_mask)
         return Rollouts(
             problems=list(problems),
-            input_ids=torch.cat([prompts.input_ids, completion], 1),
+            input_ids=torch.cat([input_ids, completion], 1),
             attention_mask=torch.cat([prompt_mask, generated], 1).long(),
             eligible=torch.cat([zeros, generated], 1),
             sample_logprobs=torch.cat([zeros.float(), logprobs.masked_fill(~generated, 0.0)], 1),
@@ -324,27 +330,106 @@ class Turn:
     logprobs: list[float]
 
 
+class Conversation:
+    """Multi-turn generation over a batch of episodes that keeps each episode's KV cache from
+    one turn to the next, so a turn feeds the model only what is new (the environment's answer),
+    not the whole episode again.
+
+    Episodes are keyed by the caller's ids. Each turn's contexts must extend the previous ones
+    (tokens are only ever appended). In the cache, a turn's new tokens are left-padded to a common
+    length and the tokens an episode samples after its stop token (the batch decodes on until
+    every episode has stopped) are masked out, so the cache holds padding "holes"; positions
+    count only real tokens, so every token is computed exactly as in one contiguous row (tested
+    against recomputing each turn from scratch)."""
+
+    def __init__(self, engine: "RolloutEngine", stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group: int = 1):
+        self.engine, self.stop_ids, self.max_new_tokens, self.greedy = engine, list(stop_ids), max_new_tokens, greedy
+        self.group = group  # on the first turn, consecutive groups of identical contexts are prefilled once
+        self.keys: list = []
+        self.cache = None
+        self.mask: Tensor | None = None  # [B, cached columns]: 1 where a real token of the episode is
+
+    @torch.no_grad()
+    def turn(self, keys: Sequence, contexts: Sequence[list[int]]) -> list[Turn]:
+        model, sampling = self.engine.model, self.engine.sampling
+        device, pad = model.device, self.engine.tokenizer.pad_token_id
+        was_training = model.training
+        model.eval()
+        try:
+            if self.cache is None:
+                self.keys = list(keys)
+                input_ids, chunk_mask = left_padded(contexts, pad, device)
+                group = self.group if self.group > 1 and len(contexts) % self.group == 0 else 1
+                if group > 1 and not repeats_in_groups(input_ids, chunk_mask, group):
+                    group = 1
+                out = model(
+                    input_ids=input_ids[::group], attention_mask=chunk_mask[::group],
+                    position_ids=position_ids(chunk_mask[::group]), use_cache=True, logits_to_keep=1,
+                )
+                self.cache, logits, self.mask = returned_cache(out), out.logits[:, -1], chunk_mask
+                if group > 1:
+                    self.cache.batch_repeat_interleave(group)
+                    logits = logits.repeat_interleave(group, 0)
+            else:
+                if list(keys) != self.keys:  # episodes that ended leave the batch
+                    where = {k: i for i, k in enumerate(self.keys)}
+                    keep = torch.tensor([where[k] for k in keys], device=device)
+                    self.cache.batch_select_indices(keep)
+                    self.mask, self.keys = self.mask[keep], list(keys)
+                cached = self.mask.sum(-1).tolist()
+                new, chunk_mask = left_padded([c[int(n) :] for c, n in zip(contexts, cached)], pad, device)
+                logits = self._feed(new, chunk_mask)
+            tokens, logprobs, alive = [], [], torch.ones(len(contexts), dtype=torch.bool, device=device)
+            for step in range(self.max_new_tokens):
+                token, logp = sample_next(logits, sampling.temperature, sampling.top_p, self.greedy)
+                tokens.append(token)
+                logprobs.append(logp)
+                if step == self.max_new_tokens - 1:
+                    break
+                # a token belongs to its episode if the episode had not stopped before drawing it
+                fed_mask = alive.long()[:, None]
+                alive = alive & ~torch.isin(token, torch.tensor(self.stop_ids, device=device))
+                if not alive.any():
+                    break  # the stop tokens are fed with the next turn's new tokens
+                logits = self._feed(token[:, None], fed_mask)
+        finally:
+            model.train(was_training)
+        generated, sampled = torch.stack(tokens, 1).tolist(), torch.stack(logprobs, 1)
+        turns = []
+        for i, row in enumerate(generated):
+            end = next((t + 1 for t, token in enumerate(row) if token in self.stop_ids), len(row))
+            turns.append(Turn(row[:end], [0.0] * end if self.greedy else sampled[i, :end].tolist()))
+        return turns
+
+    def _feed(self, input_ids: Tensor, chunk_mask: Tensor) -> Tensor:
+        """Append a chunk to every episode's cache; the logits after its last column."""
+        self.mask = torch.cat([self.mask, chunk_mask], 1)
+        positions = (self.mask.cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
+        model = self.engine.model
+        out = model(
+            input_ids=input_ids, attention_mask=self.mask, position_ids=positions,
+            **cache_argument(model, self.cache), use_cache=True, logits_to_keep=1,
+        )
+        self.cache = returned_cache(out)
+        return out.logits[:, -1]
+
+
+def left_padded(rows: Sequence[list[int]], pad: int, device) -> tuple[Tensor, Tensor]:
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], device=device)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+    return ids, mask
+
+
 @torch.no_grad()
 def extend(
     engine: RolloutEngine, contexts: Sequence[list[int]], stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False
 ) -> list[Turn]:
-    """One turn of a multi-turn rollout for a batch of episodes: each context (token ids so far)
-    continued until a stop token or `max_new_tokens`. Continuing the same token ids, not a
-    re-tokenised text, keeps the episode's row exactly what the policy saw and sampled."""
-    model, tokenizer, sampling = engine.model, engine.tokenizer, engine.sampling
-    width = max(map(len, contexts))
-    pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(c)) + list(c) for c in contexts], device=model.device)
-    attention_mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=model.device)
-    generated, logprobs = decode(
-        model, input_ids, attention_mask, stop_ids=stop_ids, max_new_tokens=max_new_tokens,
-        temperature=sampling.temperature, top_p=sampling.top_p, greedy=greedy, pad_id=pad,
-    )
-    turns = []
-    for i, row in enumerate(generated.tolist()):
-        end = next((t + 1 for t, token in enumerate(row) if token in stop_ids), len(row))
-        turns.append(Turn(row[:end], logprobs[i, :end].tolist()))
-    return turns
+    """One turn for a batch of episodes, each context (token ids so far) continued until a stop
+    token or `max_new_tokens`, recomputing every context from scratch (`Conversation` keeps the
+    cache between turns instead). Continuing the same token ids, not a re-tokenised text, keeps
+    the episode's row exactly what the policy saw and sampled."""
+    return Conversation(engine, stop_ids, max_new_tokens, greedy).turn(range(len(contexts)), contexts)
 
 
 def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:

@@ -94,13 +94,16 @@ class BackgroundCheckpointIO(TorchCheckpointIO):
 
 
 class StepRecorder(L.Callback):
-    """After every `checkpoint_every` steps (and the last): a checkpoint, then metrics.parquet and
-    eval.parquet from the records inside it, written in the background in that order, so a kill
-    at any point loses at most the steps since the last checkpoint and the files never run ahead
-    of the state. Pass `recorder.checkpoint_io` to the Trainer's `plugins`."""
+    """After every `checkpoint_every` steps (and the last): a checkpoint, then (every
+    `records_every` checkpoints and at the last step) metrics.parquet and eval.parquet from the
+    records inside it, written in the background in that order, so a kill at any point loses at
+    most the steps since the last checkpoint and the files never run ahead of the state. Pass
+    `recorder.checkpoint_io` to the Trainer's `plugins`."""
 
-    def __init__(self, run_dir: Path, checkpoint_every: int = 1):
-        self.run_dir, self.checkpoint_every = run_dir, checkpoint_every
+    def __init__(self, run_dir: Path, checkpoint_every: int = 1, records_every: int = 10):
+        """records_every: the parquet files are rewritten whole, so only every this many
+        checkpoints (and at the last step); the loggers (CSV, TensorBoard) show every step live."""
+        self.run_dir, self.checkpoint_every, self.records_every = run_dir, checkpoint_every, records_every
         self.checkpoint_io = BackgroundCheckpointIO(after_write=self.write_records)
 
     @property
@@ -114,5 +117,7 @@ class StepRecorder(L.Callback):
 
     def write_records(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint["rlvr"]
+        if state["rl_step"] % (self.checkpoint_every * self.records_every) and not state.get("last"):
+            return
         write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")

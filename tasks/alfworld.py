@@ -12,7 +12,7 @@ work on it unchanged:
     ...
 
 The policy's tokens are the commands (each ending at its newline); the environment's answers
-are context, never eligible. Each turn continues the same token ids (`harness.engine.extend`),
+are context, never eligible. Each turn continues the same token ids (`harness.engine.Conversation`),
 so the row is exactly what the policy saw and sampled. The admissible commands are not listed
 (`show_admissible` lists them after each observation): the observations already name every
 receptacle and object, and a list of ten commands a turn would triple the row.
@@ -189,7 +189,7 @@ class AlfworldTask(Task):
     # ---- rollouts: the environment loop
 
     def rollout(self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False) -> Rollouts:
-        from harness.engine import Rollouts, extend
+        from harness.engine import Conversation, Rollouts
 
         tokenizer = engine.tokenizer
         encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
@@ -202,11 +202,13 @@ class AlfworldTask(Task):
         logprobs = [[0.0] * len(r) for r in rows]
         last = [s.observation for s in starts]
         stop_ids = sorted({ids[-1] for ids in (encode("x" + ACTION_END),)} | {tokenizer.eos_token_id})
+        # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
+        conversation = Conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group=per_problem)
         for _ in range(self.max_turns):
             active = [i for i, env in enumerate(envs) if not env.done]
             if not active:
                 break
-            turns = extend(engine, [rows[i] for i in active], stop_ids, engine.sampling.max_new_tokens, greedy)
+            turns = conversation.turn(active, [rows[i] for i in active])
             for i, turn in zip(active, turns):
                 rows[i] += turn.tokens
                 eligible[i] += [True] * len(turn.tokens)

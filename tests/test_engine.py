@@ -167,3 +167,44 @@ def test_sampling_draws_each_token_with_its_probability_at_the_temperature():
     expected = torch.tensor([0.25, 0.09, 0.0225, 0.0025]) / 0.365
     torch.testing.assert_close(torch.bincount(token, minlength=4) / 100_000, expected, atol=0.006, rtol=0)
     torch.testing.assert_close(logp, expected.log()[token])
+
+
+def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_context_would(tiny_dir):
+    """Multi-turn decoding with the cache kept between turns (padding holes, rows that stopped
+    early, episodes that leave) samples what recomputing every context from scratch samples."""
+    from harness.engine import Conversation, extend
+
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=5))
+    starts = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(6)]
+    answers = [[5, 6], [7], [8, 9, 10, 11], [12, 13, 14]]  # the "environment" appends different lengths
+    first, _ = decode(model, *_pad(starts), stop_ids=[-1], max_new_tokens=3, greedy=True)
+    stops = [int(first[0, 1]), int(first[2, 2])]
+    for greedy in (True, False):
+        runs = []
+        for incremental in (True, False):
+            torch.manual_seed(3)
+            rows = [list(r) for r in starts]
+            conversation = Conversation(engine, stops, 5, greedy)
+            transcript = []
+            for turn in range(4):
+                active = [i for i in range(6) if not (i == 4 and turn >= 1) and not (i == 1 and turn >= 2)]
+                contexts = [rows[i] for i in active]
+                turns = conversation.turn(active, contexts) if incremental else extend(engine, contexts, stops, 5, greedy)
+                for i, t in zip(active, turns):
+                    rows[i] += t.tokens + answers[(i + turn) % 4]
+                    transcript.append((turn, i, t.tokens, [round(x, 4) for x in t.logprobs]))
+            runs.append(transcript)
+        assert [x[:3] for x in runs[0]] == [x[:3] for x in runs[1]]
+        for a, b in zip(runs[0], runs[1]):
+            torch.testing.assert_close(torch.tensor(a[3]), torch.tensor(b[3]), atol=2e-4, rtol=0)
+        assert len({len(x[2]) for x in runs[0]}) > 1  # turns of different lengths: rows stopped early
+
+
+def _pad(rows):
+    width = max(map(len, rows))
+    return (
+        torch.tensor([[0] * (width - len(r)) + r for r in rows]),
+        torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]),
+    )
