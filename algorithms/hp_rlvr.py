@@ -179,13 +179,14 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
             memo[text] = tokenizer(text, add_special_tokens=False).input_ids
         return memo[text]
 
-    for i in range(len(rollouts)):
-        ids = rollouts.input_ids[i].tolist()
-        cols = rollouts.eligible[i].nonzero().flatten().tolist()
+    all_ids, all_mask, all_eligible = rollouts.input_ids.tolist(), rollouts.attention_mask.tolist(), rollouts.eligible.tolist()
+    for i, (ids, attended, eligible) in enumerate(zip(all_ids, all_mask, all_eligible)):
+        cols = [c for c, e in enumerate(eligible) if e]
         if not cols:
             continue
-        first, end = cols[0], int(rollouts.attention_mask[i].nonzero().max()) + 1
-        prompt = [ids[c] for c in range(first) if rollouts.attention_mask[i, c]]
+        first = cols[0]
+        end = max(c for c, m in enumerate(attended) if m) + 1
+        prompt = [ids[c] for c in range(first) if attended[c]]
         for s, (a, b) in enumerate(segments_of(cols, segments)):
             block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback, encode)
             row = len(rows)
@@ -198,8 +199,11 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
             segment_of += [s] * len(scored)
     width = max(map(len, rows))
     pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        input_ids[r, width - len(row) :] = torch.as_tensor(row)
+        mask[r, width - len(row) :] = 1
     shift = [width - len(r) for r in rows]  # left padding moves every column of a row right
     hindsight = [(r, c + shift[r]) for r, c in hindsight]
     spans = [(a + shift[r], b + shift[r]) for r, (a, b) in enumerate(spans)]

@@ -27,18 +27,28 @@ from harness.engine import Rollouts, logprobs_at, position_ids
 def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
     """(advantages, returns), all [B, T]. The chain runs over the positions where `mask` is
     true, in order, skipping the rest (an environment's tokens between two actions are not
-    steps); the value after the last eligible position is 0. Zero off the mask."""
+    steps); the value after the last eligible position is 0. Zero off the mask.
+
+    Computed without a loop over time: each row's steps are packed to the left ([B, n], n the
+    most steps of any row), where V_next is the next column (0 past a row's last step) and
+    A_j = sum_{k >= j} (gamma lam)^(k - j) delta_k is one matrix product with the decay matrix."""
     mask = mask.bool()
+    rows, cols = mask.nonzero(as_tuple=True)
+    step = mask.long().cumsum(-1)[rows, cols] - 1  # each eligible position's index in its chain
+    n = int(mask.sum(-1).max()) if mask.any() else 0
+    packed_values = values.new_zeros((values.shape[0], n + 1), dtype=torch.float32)
+    packed_rewards = torch.zeros_like(packed_values)
+    packed_values[rows, step] = values[rows, cols].float()
+    packed_rewards[rows, step] = rewards[rows, cols].float()
+    valid = torch.zeros_like(packed_values, dtype=torch.bool)
+    valid[rows, step] = True
+    delta = (packed_rewards[:, :n] + gamma * packed_values[:, 1:] - packed_values[:, :n]) * valid[:, :n]
+    j = torch.arange(n, device=values.device)
+    distance = (j[None, :] - j[:, None]).float()  # distance[j, k] = k - j
+    decay = torch.where(distance >= 0, (gamma * lam) ** distance.clamp(min=0), 0.0)
+    packed_advantages = delta @ decay.T  # A[:, j] = sum_k delta[:, k] decay[j, k]
     advantages = torch.zeros_like(values, dtype=torch.float32)
-    next_value = torch.zeros(values.shape[0], dtype=torch.float32, device=values.device)
-    next_advantage = torch.zeros_like(next_value)
-    for t in reversed(range(values.shape[1])):
-        here = mask[:, t]
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        advantage = delta + gamma * lam * next_advantage
-        advantages[:, t] = torch.where(here, advantage, 0.0)
-        next_advantage = torch.where(here, advantage, next_advantage)
-        next_value = torch.where(here, values[:, t].float(), next_value)
+    advantages[rows, cols] = packed_advantages[rows, step]
     returns = torch.where(mask, advantages + values, 0.0)
     return advantages, returns
 
