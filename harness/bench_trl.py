@@ -28,8 +28,9 @@ What cannot be the same: the sampled completions (each side draws its own random
 completions, their lengths and the weights after step 1 differ; the tokens generated per step are
 reported for both) and each side's own bookkeeping (ours writes a checkpoint and its records every
 step and the log-probs of the sampled tokens; TRL computes per-token entropies for its logs and logs
-metrics every step). TRL's training forward pass scores only the completion positions (a fused
-LM head); ours projects every position, prompt included, to the vocabulary.
+metrics every step). Neither projects the prompt's positions to the vocabulary; ours also runs a
+group's shared prompt through the trunk once (prefill in sampling, and in the training forward
+pass, with its gradient), where TRL's `generate` and forward run it once per completion.
 """
 
 from __future__ import annotations
