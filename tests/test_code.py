@@ -79,16 +79,22 @@ def test_verify_judges_right_wrong_and_malformed(task):
     assert broken.reward == 0.0 and "SyntaxError" in broken.feedback
 
 
-def test_verify_all_runs_each_distinct_program_once(task, monkeypatch):
+def test_verify_all_runs_each_distinct_program_once(task):
+    from concurrent.futures import ThreadPoolExecutor
+
     from tasks import code
 
     seen = []
 
-    def fake_run_programs(jobs, timeout_s, workers=None):
-        seen.extend(jobs)
-        return [code.Verdict(float(i), str(i)) for i, _ in enumerate(jobs)]
+    class CountingSandbox:
+        def execute(self, program, tests, timeout_s):
+            seen.append((program, tests))
+            return SimpleNamespace(verdict=code.Verdict(float(len(seen)), program))
 
-    monkeypatch.setattr(code, "run_programs", fake_run_programs)
+        def close(self):
+            pass
+
+    task._pool = (CountingSandbox(), ThreadPoolExecutor(max_workers=1))
     problems = task.eval_problems()[:2]
     rollouts = SimpleNamespace(
         problems=[problems[0], problems[0], problems[1], problems[0]],
@@ -97,7 +103,19 @@ def test_verify_all_runs_each_distinct_program_once(task, monkeypatch):
     verdicts = task.verify_all(rollouts)
     assert len(seen) == 3
     assert verdicts[0] == verdicts[1] and verdicts[0] != verdicts[2]
+    task.close()
 
+
+def test_sandbox_workers_are_kept_between_steps_and_judge_right(task):
+    problem = task.eval_problems()[0]
+    rollouts = SimpleNamespace(problems=[problem, problem], completions=[problem.demonstration, "    return None\n"])
+    first = task.verify_all(rollouts)
+    pool = task._pool
+    second = task.verify_all(rollouts)
+    assert task._pool is pool  # the same workers served the second step
+    assert [v.reward for v in first] == [v.reward for v in second] == [1.0, 0.0]
+    task.close()
+    assert task._pool is None
 
 
 def test_humaneval_split_and_verdicts():
