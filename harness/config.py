@@ -195,18 +195,6 @@ def check_values(suite: Suite, where: str) -> None:
         raise ConfigError(f"{where}.schedule.prompts_per_step: must be >= 1 (got {s.prompts_per_step})")
     if s.prompt_pool is not None and s.prompt_pool < s.prompts_per_step:
         raise ConfigError(f"{where}.schedule.prompt_pool: must be >= prompts_per_step (got {s.prompt_pool})")
-    for name, spec in suite.algorithms.items():
-        own, groups = suite.algorithm_groups(name)
-        if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
-            raise ConfigError(f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})")
-        if groups["update"].minibatches < 1 or groups["update"].minibatches > s.prompts_per_step // suite.trainer.devices:
-            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
-        if groups["update"].epochs < 1:
-            raise ConfigError(f"{where}.update.epochs: must be >= 1")
-        if groups["sampling"].temperature <= 0:
-            raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
-        if groups["sampling"].max_new_tokens < 1:
-            raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
     t = suite.trainer
     if t.devices < 1:
         raise ConfigError(f"{where}.trainer.devices: must be >= 1 (got {t.devices})")
@@ -214,6 +202,20 @@ def check_values(suite: Suite, where: str) -> None:
         raise ConfigError(f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly")
     if t.strategy == "fsdp" and t.accelerator == "cpu":
         raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
+    for name, spec in suite.algorithms.items():
+        own, groups = suite.algorithm_groups(name)
+        if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
+            raise ConfigError(f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})")
+        if groups["schedule"].prompts_per_step % t.devices:
+            raise ConfigError(f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly")
+        if groups["update"].minibatches < 1 or groups["update"].minibatches > groups["schedule"].prompts_per_step // t.devices:
+            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
+        if groups["update"].epochs < 1:
+            raise ConfigError(f"{where}.update.epochs: must be >= 1")
+        if groups["sampling"].temperature <= 0:
+            raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
+        if groups["sampling"].max_new_tokens < 1:
+            raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
     for key in ("train_file", "eval_file"):

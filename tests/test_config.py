@@ -52,6 +52,10 @@ CASES = [
     ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: a group needs >= 2"),
     ("wrong type", mutate("schedule.steps", "many"), "suites[0].schedule.steps: expected int"),
     ("missing task", mutate("task", DELETE), "suites[0].task: missing"),
+    ("devices < 1", mutate("trainer", {"devices": 0}), "suites[0].trainer.devices: must be >= 1"),
+    ("devices do not divide the prompts", mutate("trainer", {"devices": 3}), "suites[0].trainer.devices: 3 processes cannot share 2 prompts"),
+    ("unknown strategy", mutate("trainer", {"strategy": "deepspeed"}), "suites[0].trainer.strategy: expected one of auto, ddp, fsdp"),
+    ("fsdp on cpu", mutate("trainer", {"strategy": "fsdp", "accelerator": "cpu"}), "suites[0].trainer.strategy: fsdp shards across GPUs"),
 ]
 
 
