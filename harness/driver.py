@@ -19,6 +19,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from harness import distributed
 from harness.config import Benchmark, Suite, TrainerArgs
+from harness.engine import activation_checkpointing
 from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights
 from harness.records import StepRecorder, write_json
@@ -68,6 +69,8 @@ def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **gro
     weights = starting_weights(suite.model, task, suite.task_key(), cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
+    if suite.model.gradient_checkpointing:
+        activation_checkpointing(policy, enable=True)
     policy.train()
     own, groups = suite.algorithm_groups(algorithm)
     groups["schedule"] = type(groups["schedule"])(**{**asdict(groups["schedule"]), "seed": seed})

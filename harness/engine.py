@@ -116,7 +116,7 @@ def sequence_logprobs(
         ).logits
         logp = token_logprobs(logits[:, :-1], input_ids[:, 1:], temperature)
         return torch.nn.functional.pad(logp, (1, 0))
-    prefix = shared_prefix_length(input_ids, attention_mask, positions, group)
+    prefix = shared_prefix_length(model, input_ids, attention_mask, positions, group)
     if prefix:
         hidden = shared_prefix_hidden(model, input_ids, attention_mask, group, prefix)
     else:
@@ -126,15 +126,30 @@ def sequence_logprobs(
     return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
 
 
-def shared_prefix_length(input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group: int) -> int:
+def shared_prefix_length(model, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group: int) -> int:
     """The number of leading columns that every consecutive group of `group` rows has in common
     (tokens and mask), cut before the first scored position; 0 when there is nothing to share."""
     if group < 2 or input_ids.shape[0] % group or not positions.any():
         return 0
+    if activation_checkpointing(model) and torch.is_grad_enabled():
+        return 0  # checkpointed layers keep no cache to share
     prefix = int(positions.any(0).nonzero().min())
     if prefix and repeats_in_groups(input_ids[:, :prefix], attention_mask[:, :prefix], group):
         return prefix
     return 0
+
+
+def activation_checkpointing(model, enable: bool = False) -> bool:
+    """Whether the model recomputes its layers' activations in backward (transformers calls it
+    activation checkpointing since 5.x, gradient checkpointing before); `enable` turns it on."""
+    if enable:
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(type(model), "is_activation_checkpointing"):
+        return bool(model.is_activation_checkpointing)
+    return bool(getattr(model, "is_gradient_checkpointing", False))
 
 
 def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group: int) -> bool:

@@ -54,6 +54,10 @@ class ModelArgs:
     warm_start: WarmStartArgs | None = field(default_factory=WarmStartArgs)
     """None: start RL from the weights as they are."""
     dtype: str = "float32"
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them
+    (transformers' gradient checkpointing): less memory for long rows, about a third more compute.
+    The training pass then runs every row whole (no shared-prompt pass, which needs a cache)."""
 
 
 def load_policy(directory: str | Path, dtype: str = "float32"):

@@ -1,6 +1,14 @@
 import torch
 
-from harness.engine import RolloutEngine, SamplingArgs, decode, sample_next, sequence_logprobs, token_logprobs
+from harness.engine import (
+    RolloutEngine,
+    SamplingArgs,
+    activation_checkpointing,
+    decode,
+    sample_next,
+    sequence_logprobs,
+    token_logprobs,
+)
 from harness.models import load_policy
 from tasks.base import Problem
 
@@ -208,3 +216,25 @@ def _pad(rows):
         torch.tensor([[0] * (width - len(r)) + r for r in rows]),
         torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]),
     )
+
+
+def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    torch.manual_seed(0)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(
+        [p for p in problems(2) for _ in range(3)], group=3
+    )
+    results = []
+    for checkpointing in (False, True):
+        if checkpointing:
+            activation_checkpointing(model, enable=True)
+        model.train()
+        model.zero_grad()
+        logp = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group=3)
+        logp.sum().backward()
+        results.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    assert activation_checkpointing(model)
+    torch.testing.assert_close(results[0][0], results[1][0], atol=1e-5, rtol=1e-5)
+    for plain, recomputed in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(plain, recomputed, atol=1e-5, rtol=1e-4)
