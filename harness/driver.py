@@ -4,7 +4,9 @@ checkpoint."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import logging
 import shutil
 import time
@@ -94,6 +96,9 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     task_key, own = suite.task_key(), suite.algorithm_groups(algorithm)[0]
     recorder = StepRecorder(run_dir)
     resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
+    start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
+    if resume is None and start_key in measured:
+        module.evaluations = [{"step": 0, "accuracy": measured[start_key]}]
     if distributed.rank() == 0:
         print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
     trainer = L.Trainer(
@@ -121,6 +126,8 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
     if not trainer.is_global_zero:
         return run_dir
+    if start_key not in measured:
+        write_json({**measured, start_key: module.evaluations[0]["accuracy"]}, suite_dir / "start-evaluations.json")
     write_json(
         {
             "suite": suite.name,
@@ -145,6 +152,22 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return run_dir
+
+
+def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> tuple[str, dict[str, float]]:
+    """(the key of this run's step-0 evaluation, the step-0 accuracies the suite has measured).
+    Every algorithm of a suite starts from the same weights and evaluation is greedy, so the
+    step-0 accuracy is the same for all of them: measured by the suite's first run, reused by
+    the others (it is not part of the training wall-clock either way)."""
+    key = hashlib.sha1(
+        json.dumps(
+            {"weights": str(weights), "task": task_key, "evaluation": asdict(module.eval_args),
+             "max_new_tokens": module.sampling.max_new_tokens},
+            sort_keys=True, default=str,
+        ).encode()
+    ).hexdigest()[:16]
+    path = suite_dir / "start-evaluations.json"
+    return key, json.loads(path.read_text()) if path.exists() else {}
 
 
 def strategy(args: TrainerArgs, module):

@@ -134,15 +134,23 @@ class Demonstrations(torch.utils.data.IterableDataset):
                     rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng))
                 else:
                     rows.append(self.task.supervised_example(problem, tok))
-            width = max(len(ids) for ids, _ in rows)
-            input_ids = torch.full((len(rows), width), tok.pad_token_id)
-            labels = torch.full((len(rows), width), -100)
-            attention = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, (ids, lab) in enumerate(rows):  # right padding: positions start at 0
-                input_ids[i, : len(ids)] = torch.tensor(ids)
-                labels[i, : len(lab)] = torch.tensor(lab)
-                attention[i, : len(ids)] = 1
-            yield {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+            # Shorter and longer rows (plain and hindsight-layout examples) in separate parts, each
+            # padded to its own longest row: about half the padding of one batch.
+            rows.sort(key=lambda row: len(row[0]))
+            half = (len(rows) + 1) // 2
+            yield {"parts": [padded(part, tok.pad_token_id) for part in (rows[:half], rows[half:]) if part]}
+
+
+def padded(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(ids) for ids, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id)
+    labels = torch.full((len(rows), width), -100)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (ids, lab) in enumerate(rows):  # right padding: positions start at 0
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        labels[i, : len(lab)] = torch.tensor(lab)
+        attention[i, : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
 
 
 class SupervisedWarmStart(L.LightningModule):
@@ -151,7 +159,10 @@ class SupervisedWarmStart(L.LightningModule):
         self.policy, self.args = policy, args
 
     def training_step(self, batch, batch_idx):
-        loss = self.policy(**batch).loss
+        # The mean over every label token of the batch, whatever part it is in (each part's
+        # loss is its own token mean, so weigh it by its count of predicted labels).
+        counts = [int((part["labels"][:, 1:] != -100).sum()) for part in batch["parts"]]
+        loss = sum(self.policy(**part).loss * n for part, n in zip(batch["parts"], counts)) / max(sum(counts), 1)
         self.log("loss", loss, prog_bar=True)
         return loss
 

@@ -78,6 +78,20 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
     assert frames[2, "hp_rlvr"]["credit/baseline_prompts"].to_list() == seen
     assert frames[1, "hp_rlvr"]["credit/baseline_prompts"].to_list() == seen
     assert pl.read_parquet(two / "leaderboard.parquet").height == 2
+    # the step-0 accuracy was measured once per suite and reused: it is what a fresh measurement gives
+    import json
+
+    from harness.config import load_benchmark
+    from harness.driver import build_module
+
+    measured = json.loads((one / "start-evaluations.json").read_text())
+    assert len(measured) == 1
+    benchmark = load_benchmark(tmp_path / "devices1.yaml")
+    module, _ = build_module(benchmark.suites[0], "hp_rlvr", 0, benchmark.cache_dir)
+    assert module.evaluate() == next(iter(measured.values()))
+    for devices, algo in frames:
+        accuracy = pl.read_parquet((one if devices == 1 else two) / f"{algo}-seed0" / "eval.parquet")["accuracy"][0]
+        assert accuracy == next(iter(measured.values()))
 
 
 def _shard_gradient(rank: int, world: int, init_file: str, out_dir: str) -> None:
