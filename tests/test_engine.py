@@ -5,6 +5,7 @@ from harness.engine import (
     SamplingArgs,
     activation_checkpointing,
     decode,
+    left_padded,
     sample_next,
     sequence_logprobs,
     token_logprobs,
@@ -116,9 +117,7 @@ def test_rows_leave_the_batch_at_their_stop_token_without_changing_the_others(ti
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     rows = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(6)]
-    width = max(map(len, rows))
-    ids = torch.tensor([[0] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    ids, mask = left_padded(rows, 0, "cpu")
     # stop on the most common greedy first tokens so that rows stop at different steps
     first, _ = decode(model, ids, mask, stop_ids=[-1], max_new_tokens=12, greedy=True)
     stops = [int(first[0, 2]), int(first[3, 4])]
@@ -133,13 +132,17 @@ def test_rows_leave_the_batch_at_their_stop_token_without_changing_the_others(ti
     assert len(set(lengths)) > 1  # rows did leave the batch at different steps
 
 
-def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_dir):
+def grouped_rollouts(tiny_dir, prompts: int, group: int):
+    """A peaked tiny model and `prompts` x `group` rollouts of it, groups prefilled once."""
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     torch.manual_seed(0)
-    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(
-        [p for p in problems(3) for _ in range(4)], group=4
-    )
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8))
+    return model, engine.generate([p for p in problems(prompts) for _ in range(group)], group=group)
+
+
+def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_dir):
+    model, rollouts = grouped_rollouts(tiny_dir, 3, 4)
     grads = []
     for group in (1, 4):
         model.zero_grad()
@@ -187,7 +190,7 @@ def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_conte
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=5))
     starts = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(6)]
     answers = [[5, 6], [7], [8, 9, 10, 11], [12, 13, 14]]  # the "environment" appends different lengths
-    first, _ = decode(model, *_pad(starts), stop_ids=[-1], max_new_tokens=3, greedy=True)
+    first, _ = decode(model, *left_padded(starts, 0, 'cpu'), stop_ids=[-1], max_new_tokens=3, greedy=True)
     stops = [int(first[0, 1]), int(first[2, 2])]
     for greedy in (True, False):
         runs = []
@@ -210,21 +213,10 @@ def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_conte
         assert len({len(x[2]) for x in runs[0]}) > 1  # turns of different lengths: rows stopped early
 
 
-def _pad(rows):
-    width = max(map(len, rows))
-    return (
-        torch.tensor([[0] * (width - len(r)) + r for r in rows]),
-        torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]),
-    )
 
 
 def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
-    model, tokenizer = load_policy(tiny_dir)
-    peaked(model)
-    torch.manual_seed(0)
-    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(
-        [p for p in problems(2) for _ in range(3)], group=3
-    )
+    model, rollouts = grouped_rollouts(tiny_dir, 2, 3)
     results = []
     for checkpointing in (False, True):
         if checkpointing:
