@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Sequence
 
 import lightning as L
@@ -301,10 +301,7 @@ class RLVRModule(L.LightningModule):
     ) -> tuple[Rollouts, Tensor, dict[str, float]]:
         """Every process's rollouts and advantages in prompt order (the shards are contiguous), and
         the credit statistics averaged over processes, so that the record describes the step."""
-        slim = Rollouts(
-            rollouts.problems, rollouts.input_ids, rollouts.attention_mask, rollouts.eligible,
-            rollouts.sample_logprobs, rollouts.completions, rollouts.verdicts, {"advantages": advantages},
-        )
+        slim = replace(rollouts, token_data={"advantages": advantages})  # not old log-probs etc.
         checksum = float(sum(p.detach().double().sum() for p in self.parameters()))
         parts = distributed.gather((slim, credit_stats, checksum))
         whole = concatenate([part for part, _, _ in parts], self.tokenizer.pad_token_id)

@@ -129,7 +129,7 @@ def sequence_logprobs(
 def shared_prefix_length(model, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group: int) -> int:
     """The number of leading columns that every consecutive group of `group` rows has in common
     (tokens and mask), cut before the first scored position; 0 when there is nothing to share."""
-    if group < 2 or input_ids.shape[0] % group or not positions.any():
+    if not positions.any():
         return 0
     if activation_checkpointing(model) and torch.is_grad_enabled():
         return 0  # checkpointed layers keep no cache to share
@@ -153,9 +153,25 @@ def activation_checkpointing(model, enable: bool = False) -> bool:
 
 
 def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group: int) -> bool:
-    """Whether each consecutive group of `group` rows is one row repeated (tokens and mask)."""
+    """Whether each consecutive group of `group` rows is one row repeated (tokens and mask);
+    False for a group of 1 or rows that do not divide into groups."""
+    if group < 2 or input_ids.shape[0] % group:
+        return False
     ids, mask = input_ids.view(-1, group, input_ids.shape[1]), attention_mask.view(-1, group, input_ids.shape[1])
     return bool((ids == ids[:, :1]).all() and (mask == mask[:, :1]).all())
+
+
+def prefill(model, input_ids: Tensor, attention_mask: Tensor, group: int = 1):
+    """(KV cache, logits after the last column [N, V]) of left-padded contexts, each consecutive
+    group of `group` identical rows computed once and its cache repeated for the group."""
+    shared = group if repeats_in_groups(input_ids, attention_mask, group) else 1
+    ids, mask = input_ids[::shared], attention_mask[::shared]
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=True, logits_to_keep=1)
+    cache, logits = returned_cache(out), out.logits[:, -1]
+    if shared > 1:
+        cache.batch_repeat_interleave(shared)
+        logits = logits.repeat_interleave(shared, 0)
+    return cache, logits
 
 
 def shared_prefix_hidden(model, input_ids: Tensor, attention_mask: Tensor, group: int, prefix: int) -> Tensor:
@@ -245,18 +261,10 @@ def decode(
     of that many rows with identical context are prefilled once. Rows leave the batch as they
     stop. The model is put in eval mode for the call and restored after."""
     rows, device = input_ids.shape[0], input_ids.device
-    shared = group if group > 1 and rows % group == 0 and repeats_in_groups(input_ids, attention_mask, group) else 1
     was_training = model.training
     model.eval()
     try:
-        head_ids, head_mask = input_ids[::shared], attention_mask[::shared]
-        out = model(
-            input_ids=head_ids, attention_mask=head_mask, position_ids=position_ids(head_mask), use_cache=True, logits_to_keep=1
-        )
-        cache, logits = returned_cache(out), out.logits[:, -1]
-        if shared > 1:
-            cache.batch_repeat_interleave(shared)
-            logits = logits.repeat_interleave(shared, 0)
+        cache, logits = prefill(model, input_ids, attention_mask, group)
         stops = torch.tensor(list(stop_ids), device=device)
         tokens = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=device)
         logprobs = torch.zeros((rows, max_new_tokens), device=device)
@@ -373,18 +381,8 @@ class Conversation:
         try:
             if self.cache is None:
                 self.keys = list(keys)
-                input_ids, chunk_mask = left_padded(contexts, pad, device)
-                group = self.group if self.group > 1 and len(contexts) % self.group == 0 else 1
-                if group > 1 and not repeats_in_groups(input_ids, chunk_mask, group):
-                    group = 1
-                out = model(
-                    input_ids=input_ids[::group], attention_mask=chunk_mask[::group],
-                    position_ids=position_ids(chunk_mask[::group]), use_cache=True, logits_to_keep=1,
-                )
-                self.cache, logits, self.mask = returned_cache(out), out.logits[:, -1], chunk_mask
-                if group > 1:
-                    self.cache.batch_repeat_interleave(group)
-                    logits = logits.repeat_interleave(group, 0)
+                input_ids, self.mask = left_padded(contexts, pad, device)
+                self.cache, logits = prefill(model, input_ids, self.mask, self.group)
             else:
                 if list(keys) != self.keys:  # episodes that ended leave the batch
                     where = {k: i for i, k in enumerate(self.keys)}
@@ -395,6 +393,7 @@ class Conversation:
                 new, chunk_mask = left_padded([c[int(n) :] for c, n in zip(contexts, cached)], pad, device)
                 logits = self._feed(new, chunk_mask)
             tokens, logprobs, alive = [], [], torch.ones(len(contexts), dtype=torch.bool, device=device)
+            stops = torch.tensor(self.stop_ids, device=device)
             for step in range(self.max_new_tokens):
                 token, logp = sample_next(logits, sampling.temperature, sampling.top_p, self.greedy)
                 tokens.append(token)
@@ -403,7 +402,7 @@ class Conversation:
                     break
                 # a token belongs to its episode if the episode had not stopped before drawing it
                 fed_mask = alive.long()[:, None]
-                alive = alive & ~torch.isin(token, torch.tensor(self.stop_ids, device=device))
+                alive = alive & ~torch.isin(token, stops)
                 if not alive.any():
                     break  # the stop tokens are fed with the next turn's new tokens
                 logits = self._feed(token[:, None], fed_mask)

@@ -26,7 +26,7 @@ def test_shards_are_contiguous_and_give_the_step_back():
 def run_suite(tmp_path: Path, devices: int) -> Path:
     spec = {
         "name": "pair",
-        "task": {"class_path": "test_e2e.ParityReward", "init_args": {"train_size": 200, "eval_size": 20}},
+        "task": {"class_path": "test_e2e.PromptParityReward", "init_args": {"train_size": 200, "eval_size": 20}},
         "model": {
             "preset": "tiny",
             "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "head_dim": 8},
@@ -85,7 +85,7 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
     from harness.driver import build_module
 
     measured = json.loads((one / "start-evaluations.json").read_text())
-    assert len(measured) == 1
+    assert len(measured) == 1 and 0 < next(iter(measured.values())) < 1  # a value that could differ
     benchmark = load_benchmark(tmp_path / "devices1.yaml")
     module, _ = build_module(benchmark.suites[0], "hp_rlvr", 0, benchmark.cache_dir)
     assert module.evaluate() == next(iter(measured.values()))

@@ -28,6 +28,14 @@ class ParityReward(MathTask):
         return Verdict(float(len(completion) % 2), "parity")
 
 
+class PromptParityReward(MathTask):
+    """Like ParityReward, but the parity also counts the prompt's length, so that a greedy policy
+    (whose completions may all have one length) still earns it on some problems and not others."""
+
+    def verify(self, problem, completion):
+        return Verdict(float((len(problem.prompt) + len(completion)) % 2), "parity")
+
+
 class NeedsAnExtra(MathTask):
     @classmethod
     def unavailable(cls):
