@@ -69,6 +69,7 @@ class PPO(RLVRModule):
         value_clip: float = 0.2,
         whiten_advantages: bool = True,
         value_lr: float | None = None,
+        value_trunk_gradient: bool = True,
         **base,
     ):
         """gamma, lam: GAE discount and trace decay. value_coef: weight of the clipped value
@@ -76,10 +77,14 @@ class PPO(RLVRModule):
         loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens.
         value_lr: the value head's learning rate; None: 10x the policy's (verl's critic/actor
         convention). A head that starts at V = 0 and moves at the policy's lr still predicted
-        about 0.01 after 15 steps of rewards near 0.2 here: no baseline at all."""
+        about 0.01 after 15 steps of rewards near 0.2 here: no baseline at all.
+        value_trunk_gradient: whether the value loss trains the shared trunk too (TRL's and
+        verl's shared-trunk critics do); False makes the critic a linear probe on the policy's
+        own features, so only the policy loss moves the policy."""
         super().__init__(**base)
         self.gamma, self.lam, self.value_coef, self.value_clip = gamma, lam, value_coef, value_clip
         self.whiten_advantages, self.value_lr = whiten_advantages, value_lr
+        self.value_trunk_gradient = value_trunk_gradient
         hidden = self.policy.get_output_embeddings().weight.shape[1]
         self.value_head = torch.nn.Linear(hidden, 1)
         torch.nn.init.zeros_(self.value_head.weight)
@@ -99,7 +104,8 @@ class PPO(RLVRModule):
         logprobs = None if eligible is None else logprobs_at(
             self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature
         )
-        values = self.value_head(hidden[:, :-1]).squeeze(-1)
+        features = hidden[:, :-1] if self.value_trunk_gradient else hidden[:, :-1].detach()
+        values = self.value_head(features).squeeze(-1)
         return logprobs, torch.nn.functional.pad(values, (1, 0))
 
     # ---- stage 3: credit from the critic
