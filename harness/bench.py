@@ -110,10 +110,11 @@ class StepClock(L.Callback):
         )
 
 
-def bench_module(module, steps: int) -> list[dict]:
+def bench_module(module, steps: int, checkpoint_every_s: float = 0.0) -> list[dict]:
+    """Per-step timing rows of `steps` steps, checkpointed as a run with this interval would be."""
     clock, task_clock = ModelClock(), ModelClock()
     with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock):
-        timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch))
+        timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch), checkpoint_every_s)
         trainer = L.Trainer(
             accelerator="auto", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
             enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
@@ -138,7 +139,7 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                 suite, algorithm, suite.seeds[0], benchmark.cache_dir,
                 schedule={"steps": steps + 1}, evaluation={"every": 10**9, "limit": 0},
             )
-            measured = bench_module(module, steps + 1)[1:]
+            measured = bench_module(module, steps + 1, suite.trainer.checkpoint_every_s)[1:]
             median = {key: statistics.median(r[key] for r in measured) for key in measured[0] if key != "peak_mb"}
             stages = sum(median[s] for s in ("sample", "verify", "credit", "update"))
             rows.append(

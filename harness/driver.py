@@ -94,7 +94,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
     preparation_s = time.perf_counter() - started
     task_key, own = suite.task_key(), suite.algorithm_groups(algorithm)[0]
-    recorder = StepRecorder(run_dir)
+    recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
     resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
     if resume is None and start_key in measured:
@@ -110,7 +110,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         logger=loggers(run_dir),
         callbacks=[recorder, TQDMProgressBar()],
         plugins=[recorder.checkpoint_io],
-        enable_checkpointing=False,  # StepRecorder checkpoints every step, atomically, in the background
+        enable_checkpointing=False,  # StepRecorder checkpoints, atomically, in the background
         enable_model_summary=False,
         num_sanity_val_steps=0,
         log_every_n_steps=1,

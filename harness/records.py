@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -94,30 +95,29 @@ class BackgroundCheckpointIO(TorchCheckpointIO):
 
 
 class StepRecorder(L.Callback):
-    """After every `checkpoint_every` steps (and the last): a checkpoint, then (every
-    `records_every` checkpoints and at the last step) metrics.parquet and eval.parquet from the
-    records inside it, written in the background in that order, so a kill at any point loses at
-    most the steps since the last checkpoint and the files never run ahead of the state. Pass
-    `recorder.checkpoint_io` to the Trainer's `plugins`."""
+    """A checkpoint once `every_s` seconds have passed since the last one (0: after every step) and
+    at the last step, then metrics.parquet and eval.parquet from the records inside it, written in
+    the background in that order: a kill loses at most the steps since the last checkpoint, and
+    the files never run ahead of the state. Pass `recorder.checkpoint_io` to the Trainer's
+    `plugins`."""
 
-    def __init__(self, run_dir: Path, checkpoint_every: int = 1, records_every: int = 10):
-        """records_every: the parquet files are rewritten whole, so only every this many
-        checkpoints (and at the last step); the loggers (CSV, TensorBoard) show every step live."""
-        self.run_dir, self.checkpoint_every, self.records_every = run_dir, checkpoint_every, records_every
+    def __init__(self, run_dir: Path, every_s: float = 0.0):
+        self.run_dir, self.every_s = run_dir, every_s
         self.checkpoint_io = BackgroundCheckpointIO(after_write=self.write_records)
+        self._last_checkpoint = time.perf_counter()
 
     @property
     def checkpoint_path(self) -> Path:
         return self.run_dir / "checkpoints" / "last.ckpt"
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        last = module.rl_step >= module.schedule.steps
-        if module.rl_step % self.checkpoint_every == 0 or last:
+        due = module.rl_step >= module.schedule.steps or time.perf_counter() - self._last_checkpoint >= self.every_s
+        # Saving is collective: every process follows the first one's clock.
+        if trainer.strategy.broadcast(due, src=0):
             trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+            self._last_checkpoint = time.perf_counter()
 
     def write_records(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint["rlvr"]
-        if state["rl_step"] % (self.checkpoint_every * self.records_every) and not state.get("last"):
-            return
         write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")

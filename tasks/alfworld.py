@@ -196,7 +196,7 @@ class AlfworldTask(Task):
         episodes = [p for p in problems for _ in range(per_problem)]
         envs = environments(len(episodes), self.max_turns)
         starts = [env.reset(self.games[p.id]) for env, p in zip(envs, episodes)]
-        rows = [encode(p.prompt) for p in episodes]
+        rows = tokenizer([p.prompt for p in episodes], add_special_tokens=False).input_ids
         prompt_lengths = [len(r) for r in rows]
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
@@ -209,12 +209,17 @@ class AlfworldTask(Task):
             if not active:
                 break
             turns = conversation.turn(active, [rows[i] for i in active])
-            for i, turn in zip(active, turns):
+            # one tokenizer call a turn for all episodes, not one per episode
+            commands = tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)
+            results = [envs[i].step(command.strip() or "look") for i, command in zip(active, commands)]
+            answers = tokenizer(
+                [answer_text(r.observation, r.done, r.admissible, self.show_admissible) for r in results],
+                add_special_tokens=False,
+            ).input_ids
+            for i, turn, result, answer in zip(active, turns, results, answers):
                 rows[i] += turn.tokens
                 eligible[i] += [True] * len(turn.tokens)
                 logprobs[i] += turn.logprobs
-                result = envs[i].step(tokenizer.decode(turn.tokens, skip_special_tokens=True).strip() or "look")
-                answer = encode(answer_text(result.observation, result.done, result.admissible, self.show_admissible))
                 rows[i] += answer
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
@@ -227,7 +232,7 @@ class AlfworldTask(Task):
             attention_mask=torch.tensor([pad([1] * len(r), 0) for r in rows]),
             eligible=torch.tensor([pad(e, False) for e in eligible]),
             sample_logprobs=torch.tensor([pad(lp, 0.0) for lp in logprobs]),
-            completions=[tokenizer.decode(r[n:], skip_special_tokens=True) for r, n in zip(rows, prompt_lengths)],
+            completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
         )
         rollouts.verdicts = [outcome(env.won, env.steps, text) for env, text in zip(envs, last)]
         return rollouts

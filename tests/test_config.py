@@ -56,6 +56,7 @@ CASES = [
     ("devices do not divide the prompts", mutate("trainer", {"devices": 3}), "suites[0].trainer.devices: 3 processes cannot share 2 prompts"),
     ("unknown strategy", mutate("trainer", {"strategy": "deepspeed"}), "suites[0].trainer.strategy: expected one of auto, ddp, fsdp"),
     ("fsdp on cpu", mutate("trainer", {"strategy": "fsdp", "accelerator": "cpu"}), "suites[0].trainer.strategy: fsdp shards across GPUs"),
+    ("negative checkpoint interval", mutate("trainer", {"checkpoint_every_s": -1}), "suites[0].trainer.checkpoint_every_s: must be >= 0"),
 ]
 
 

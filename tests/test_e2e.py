@@ -134,7 +134,8 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
 
     def run(results, crash_after=None):
         config = tmp_path / "bench.yaml"
-        config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite("r", "test_e2e.ParityReward", schedule={"steps": 4, "prompts_per_step": 8})]}))
+        every_step = suite("r", "test_e2e.ParityReward", schedule={"steps": 4, "prompts_per_step": 8}, trainer={"checkpoint_every_s": 0})
+        config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [every_step]}))
         return main(["run", str(config), "--results", str(results)])
 
     assert run(tmp_path / "straight") == 0
@@ -149,11 +150,10 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
     with pytest.raises(RuntimeError, match="killed"):
         run(tmp_path / "resumed")
     run_dir = tmp_path / "resumed" / "r" / "grpo-seed0"
-    # the checkpoint holds the two finished steps; the parquet files (rewritten every 10 steps)
-    # never run ahead of it
+    # the checkpoint holds the two finished steps, and the parquet files (written after it) no more
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["rlvr"]
     assert [r["step"] for r in state["records"]] == [1, 2]
-    assert not (run_dir / "metrics.parquet").exists()
+    assert pl.read_parquet(run_dir / "metrics.parquet")["step"].to_list() == [1, 2]
     assert not (run_dir / "run.json").exists()
     monkeypatch.setattr(RLVRModule, "training_step", original)
     assert run(tmp_path / "resumed") == 0

@@ -1,6 +1,13 @@
 import torch
 
-from harness.models import SupervisedWarmStart, WarmStartArgs, load_policy, packed
+from harness.models import (
+    SupervisedWarmStart,
+    WarmStartArgs,
+    layout,
+    load_policy,
+    packed,
+    padded,
+)
 
 
 def rows_of(lengths, seed=0):
@@ -30,7 +37,7 @@ def test_packed_rows_give_the_loss_and_gradients_of_rows_alone(tiny_dir):
     assert batch["input_ids"].shape[1] == 30 and batch["input_ids"].shape[0] < len(rows)  # really packed
     module = SupervisedWarmStart(model, WarmStartArgs())
     module.log = lambda *args, **kwargs: None
-    loss = module.training_step(batch, 0)
+    loss = module.training_step({"parts": [batch]}, 0)
     (grad_packed,) = torch.autograd.grad(loss, model.model.layers[0].self_attn.q_proj.weight)
     reference = one_row_per_line_loss(model, rows)
     (grad_alone,) = torch.autograd.grad(reference, model.model.layers[0].self_attn.q_proj.weight)
@@ -49,3 +56,19 @@ def test_packing_keeps_every_token_once_with_positions_restarting_per_row():
     )
     real = sorted(tuple(ids) for ids, _ in rows)
     assert [k for k in kept if any(k)] == real  # each row intact, once; the rest is padding tails
+
+
+def test_loss_over_length_sorted_halves_equals_one_padded_batch(tiny_dir):
+    model, _ = load_policy(tiny_dir)
+    rows = rows_of((5, 9, 14, 22, 30))
+    module = SupervisedWarmStart(model, WarmStartArgs())
+    module.log = lambda *args, **kwargs: None
+    parts = module.training_step({"parts": [padded(rows[:2], 0), padded(rows[2:], 0)]}, 0)
+    torch.testing.assert_close(parts, model(**padded(rows, 0)).loss)
+
+
+def test_layout_packs_mixed_lengths_and_pads_similar_ones():
+    mixed = layout(rows_of((60, 60, 60, 60, 60, 60, 100, 40, 40, 40, 40, 40, 40, 38)), pad_id=0)
+    assert len(mixed) == 1 and "position_ids" in mixed[0]
+    similar = layout(rows_of((30, 34, 38, 40, 36, 32)), pad_id=0)
+    assert len(similar) == 2 and all("attention_mask" in part for part in similar)
