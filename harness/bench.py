@@ -106,6 +106,7 @@ class StepClock(L.Callback):
                 "task_s": self.task_clock.seconds - self.task_at_start,
                 **{stage: record[f"timing_s/{stage}"] for stage in ("sample", "verify", "credit", "update")},
                 "peak_mb": record.get("memory/peak_mb"),
+                "tokens": record["tokens/generated"],
             }
         )
 
@@ -153,6 +154,7 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                     "model_s": median["model_s"],
                     "task_s": median["task_s"],
                     "overhead_share": 1 - (median["model_s"] + median["task_s"]) / median["step_s"],
+                    "generated_tokens_per_s": median["tokens"] / median["sample"],
                     "peak_mb": max(r["peak_mb"] for r in measured),
                 }
             )

@@ -42,9 +42,11 @@ def records_frame(rows: list[dict]) -> pl.DataFrame:
 def snapshot_of(key: str, value: Any) -> Any:
     """A copy of one checkpoint entry that later training cannot change. The module's own entry
     ("rlvr") is built fresh by `on_save_checkpoint` from lists whose rows are never changed once
-    appended, so a shallow copy is enough (a deep copy of every record would grow with the run)."""
+    appended, so a shallow copy is enough (a deep copy of every record would grow with the run).
+    Tensors are copied to host memory: a copy on the accelerator would double the memory that the
+    weights and optimizer state take there."""
     if key in ("state_dict", "optimizer_states"):
-        return apply_to_collection(value, torch.Tensor, lambda t: t.detach().clone())
+        return apply_to_collection(value, torch.Tensor, lambda t: t.detach().to("cpu", copy=True))
     if key == "rlvr":
         return dict(value)
     return copy.deepcopy(value)

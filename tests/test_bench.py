@@ -25,7 +25,7 @@ def test_bench_times_every_algorithm_and_the_model_inside_the_step(tmp_path, cap
         stages = row["sample_s"] + row["verify_s"] + row["credit_s"] + row["update_s"]
         assert 0 < row["model_s"] <= row["step_s"] and stages <= row["step_s"]
         assert 0 <= row["overhead_share"] < 1
-        assert row["peak_mb"] > 0
+        assert row["peak_mb"] > 0 and row["generated_tokens_per_s"] > 0
     assert "overhead_share" in out.read_text() and "python -m harness bench" in out.read_text()
 
 
@@ -34,3 +34,24 @@ def test_bench_refuses_a_step_count_below_one(tmp_path, capsys):
     config.write_text(yaml.safe_dump({"suites": [suite("math", "tasks.math.MathTask")]}))
     assert main(["bench", str(config), "--steps", "0"]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_gpu_script_runs_every_algorithm_at_fixed_work_on_a_random_model(tmp_path):
+    """The prepared device script, at the CPU-sized shape: a random model over a tokenizer that
+    decodes every id it can sample, every rollout running to max_new_tokens."""
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_bench.py"
+    spec = importlib.util.spec_from_file_location("gpu_bench", script)
+    gpu_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_bench)
+    tokenizer = gpu_bench.full_vocabulary_tokenizer(300)
+    assert len(tokenizer) == 300 and tokenizer.decode([299]) == "<|f200|>"
+    out = tmp_path / "gpu.md"
+    args = ["--shape", "tiny", "--steps", "1", "--prompts", "2", "--max-new-tokens", "8", "--out", str(out)]
+    assert gpu_bench.main(args) == 0
+    table = out.read_text()
+    assert "python scripts/gpu_bench.py --shape tiny" in table
+    assert all(f"| {algorithm} |" in table for algorithm in ("grpo", "hp_rlvr", "ppo"))

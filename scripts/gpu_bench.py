@@ -1,0 +1,103 @@
+"""Step time, generated tokens per second and peak memory per algorithm on a Qwen3-0.6B-shaped
+model with random weights: the one short script to run when a GPU machine is lent (issue #8).
+Nothing is downloaded: the model is built from its shape (Qwen3-0.6B's published config), and its
+tokenizer covers every one of the 151,936 ids (the printable characters, then filler tokens), so
+whatever a random model samples decodes.
+
+    python scripts/gpu_bench.py                          # 0.6B shape, bf16, math, 3 measured steps
+    python scripts/gpu_bench.py --shape tiny --steps 1   # the same path at a CPU-sized shape
+
+A random policy never writes a stop token, so every rollout runs to `--max-new-tokens`: the work
+of a step is fixed. The verifier rewards nothing, so GRPO's groups carry no signal; its update
+still runs a backward pass over every rollout (the loss is zero, not skipped). The table goes to
+results/gpu/<shape>-<device>.md with this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+import yaml
+
+from harness.bench import run_bench, write_report
+from harness.config import load_benchmark
+from harness.tiny import CHARACTERS, EOS, PAD, TinyConfig, build_model
+
+SHAPES = {
+    # Qwen3-0.6B: 28 layers, hidden 1024, 16 query heads of 128, 8 key-value heads, tied embeddings
+    "0.6b": (TinyConfig(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+                        num_key_value_heads=8, head_dim=128, max_position_embeddings=40960), 151_936),
+    "tiny": (TinyConfig(), 512),
+}
+
+
+def full_vocabulary_tokenizer(size: int):
+    from tokenizers import Tokenizer, decoders, models
+    from transformers import PreTrainedTokenizerFast
+
+    names = [PAD, EOS, *CHARACTERS]
+    names += [f"<|f{i}|>" for i in range(size - len(names))]
+    core = Tokenizer(models.BPE(vocab={name: i for i, name in enumerate(names)}, merges=[], unk_token=None))
+    core.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left")
+
+
+def write_model(shape: str, directory: Path) -> None:
+    config, vocabulary = SHAPES[shape]
+    tokenizer = full_vocabulary_tokenizer(vocabulary)
+    model = build_model(config, tokenizer)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def suite(model_dir: Path, args) -> dict:
+    rollouts = {"steps": args.steps + 1, "prompts_per_step": args.prompts}
+    return {
+        "name": f"math-{args.shape}",
+        "task": {"class_path": "tasks.math.MathTask", "init_args": {"train_size": 2000, "eval_size": 10}},
+        "model": {"preset": None, "path": str(model_dir), "warm_start": None, "dtype": args.dtype},
+        "algorithms": {
+            "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 8}},
+            "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 4}},
+            "ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {"gamma": 1.0, "lam": 0.95, "value_coef": 0.1}},
+        },
+        "seeds": [0],
+        "schedule": rollouts,
+        "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
+        "optim": {"lr": 1.0e-6},
+        "update": {"minibatches": 1},
+        "trainer": {"accelerator": "auto"},  # checkpointed as a run is: once 30 s have passed, and at the end
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="0.6b")
+    parser.add_argument("--steps", type=int, default=3, help="measured steps per algorithm (after one warm-up)")
+    parser.add_argument("--prompts", type=int, default=16, help="prompts a step (GRPO: x 8 rollouts)")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--dtype", default="bfloat16" if torch.cuda.is_available() else "float32")
+    parser.add_argument("--out", type=Path, help="default: results/gpu/<shape>-<device>.md")
+    args = parser.parse_args(argv)
+    device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
+    out = args.out or Path("results/gpu") / f"{args.shape}-{device}.md"
+    with tempfile.TemporaryDirectory() as scratch:
+        model_dir, config = Path(scratch) / "model", Path(scratch) / "bench.yaml"
+        write_model(args.shape, model_dir)
+        config.write_text(yaml.safe_dump({"cache_dir": str(Path(scratch) / "cache"), "suites": [suite(model_dir, args)]}))
+        benchmark = load_benchmark(config)
+        board = run_bench(benchmark, args.steps)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_report(board, "python scripts/gpu_bench.py " + " ".join(sys.argv[1:] if argv is None else argv), out)
+    print(out.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
