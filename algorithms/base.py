@@ -365,7 +365,6 @@ class RLVRModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rlvr"] = {
             "rl_step": self.rl_step,
-            "last": self.rl_step >= self.schedule.steps,
             "wall_clock_s": self.wall_clock_s,
             "rollouts_total": self.rollouts_total,
             # copies of the lists (rows are never changed once appended): the checkpoint may be

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from algorithms.base import RLVRModule
 from harness import distributed
-from harness.engine import Rollouts, position_ids
+from harness.engine import Rollouts, left_padded, position_ids
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
 F = torch.nn.functional
@@ -197,14 +197,8 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
             causal += [(i, t) for t in scored]
             hindsight += [(row, t + offset) for t in scored]
             segment_of += [s] * len(scored)
-    width = max(map(len, rows))
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        input_ids[r, width - len(row) :] = torch.as_tensor(row)
-        mask[r, width - len(row) :] = 1
-    shift = [width - len(r) for r in rows]  # left padding moves every column of a row right
+    input_ids, mask = left_padded(rows, tokenizer.pad_token_id, rollouts.input_ids.device)
+    shift = [input_ids.shape[1] - len(r) for r in rows]  # left padding moves every column of a row right
     hindsight = [(r, c + shift[r]) for r, c in hindsight]
     spans = [(a + shift[r], b + shift[r]) for r, (a, b) in enumerate(spans)]
     as_tensor = lambda pairs, k: torch.tensor([p[k] for p in pairs])  # noqa: E731

@@ -150,11 +150,12 @@ def layout(rows: list[tuple[list[int], list[int]]], pad_id: int) -> list[dict[st
     ones (math, ALFWorld) pack; batches of long rows of similar length (code) do not."""
     rows = sorted(rows, key=lambda row: len(row[0]))
     half = (len(rows) + 1) // 2
-    halves = [padded(part, pad_id) for part in (rows[:half], rows[half:]) if part]
-    pack = packed(rows, pad_id)
-    if pack["input_ids"].numel() * PACKED_SLOT_COST < sum(part["input_ids"].numel() for part in halves):
-        return [pack]
-    return halves
+    halves = [part for part in (rows[:half], rows[half:]) if part]
+    width = len(rows[-1][0])
+    lines = first_fit(rows, width)
+    if len(lines) * width * PACKED_SLOT_COST < sum(len(part) * len(part[-1][0]) for part in halves):
+        return [packed_lines(lines, width, pad_id)]
+    return [padded(part, pad_id) for part in halves]
 
 
 def padded(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -177,8 +178,13 @@ def packed(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, to
     plain and hindsight-layout examples would otherwise carry. A row's first label is dropped, as
     the shift drops it when the row starts a line, so nothing is learnt across a boundary."""
     width = max(len(ids) for ids, _ in rows)
+    return packed_lines(first_fit(rows, width), width, pad_id)
+
+
+def first_fit(rows: list[tuple[list[int], list[int]]], width: int) -> list[list[tuple[list[int], list[int]]]]:
+    """Rows assigned to lines of `width` token slots, longest first, each to the first line with room."""
     lines: list[list[tuple[list[int], list[int]]]] = []
-    room: list[int] = []
+    room: list[int] = []  # free slots of each line
     for row in sorted(rows, key=lambda row: -len(row[0])):
         line = next((i for i, free in enumerate(room) if free >= len(row[0])), len(lines))
         if line == len(lines):
@@ -186,6 +192,10 @@ def packed(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, to
             room.append(width)
         lines[line].append(row)
         room[line] -= len(row[0])
+    return lines
+
+
+def packed_lines(lines: list[list[tuple[list[int], list[int]]]], width: int, pad_id: int) -> dict[str, torch.Tensor]:
     input_ids = torch.full((len(lines), width), pad_id)
     labels = torch.full((len(lines), width), -100)
     positions = torch.zeros((len(lines), width), dtype=torch.long)

@@ -41,9 +41,11 @@ class TinyConfig:
     newline, so a line of text ends where a token ends."""
 
 
-def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0) -> PreTrainedTokenizerFast:
+def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0, fill_to: int = 0) -> PreTrainedTokenizerFast:
     """Characters only, or (vocabulary > 0) a BPE trained on `corpus` over the same alphabet, so
-    any printable text stays representable. Training is deterministic in the corpus."""
+    any printable text stays representable. Training is deterministic in the corpus. `fill_to`:
+    characters followed by filler tokens `<|f0|>`, `<|f1|>`, ... up to that many ids, so that
+    every id of a real model's vocabulary decodes (a random model samples any of them)."""
     if vocabulary:
         core = Tokenizer(models.BPE(unk_token=None))
         core.pre_tokenizer = pre_tokenizers.Split("\n", behavior="isolated")
@@ -52,7 +54,9 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0) ->
         )
         core.train_from_iterator(corpus, trainer=trainer)
     else:
-        vocab = {token: i for i, token in enumerate([PAD, EOS, *CHARACTERS])}
+        names = [PAD, EOS, *CHARACTERS]
+        names += [f"<|f{i}|>" for i in range(fill_to - len(names))]
+        vocab = {token: i for i, token in enumerate(names)}
         core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
     core.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(

@@ -27,7 +27,7 @@ import yaml
 
 from harness.bench import run_bench, write_report
 from harness.config import load_benchmark
-from harness.tiny import CHARACTERS, EOS, PAD, TinyConfig, build_model
+from harness.tiny import TinyConfig, build_model, build_tokenizer
 
 SHAPES = {
     # Qwen3-0.6B: 28 layers, hidden 1024, 16 query heads of 128, 8 key-value heads, tied embeddings
@@ -37,27 +37,15 @@ SHAPES = {
 }
 
 
-def full_vocabulary_tokenizer(size: int):
-    from tokenizers import Tokenizer, decoders, models
-    from transformers import PreTrainedTokenizerFast
-
-    names = [PAD, EOS, *CHARACTERS]
-    names += [f"<|f{i}|>" for i in range(size - len(names))]
-    core = Tokenizer(models.BPE(vocab={name: i for i, name in enumerate(names)}, merges=[], unk_token=None))
-    core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left")
-
-
 def write_model(shape: str, directory: Path) -> None:
     config, vocabulary = SHAPES[shape]
-    tokenizer = full_vocabulary_tokenizer(vocabulary)
+    tokenizer = build_tokenizer(fill_to=vocabulary)
     model = build_model(config, tokenizer)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
 
 
 def suite(model_dir: Path, args) -> dict:
-    rollouts = {"steps": args.steps + 1, "prompts_per_step": args.prompts}
     return {
         "name": f"math-{args.shape}",
         "task": {"class_path": "tasks.math.MathTask", "init_args": {"train_size": 2000, "eval_size": 10}},
@@ -68,7 +56,7 @@ def suite(model_dir: Path, args) -> dict:
             "ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {"gamma": 1.0, "lam": 0.95, "value_coef": 0.1}},
         },
         "seeds": [0],
-        "schedule": rollouts,
+        "schedule": {"steps": args.steps + 1, "prompts_per_step": args.prompts},
         "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
         "optim": {"lr": 1.0e-6},
         "update": {"minibatches": 1},

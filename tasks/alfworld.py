@@ -192,16 +192,16 @@ class AlfworldTask(Task):
         from harness.engine import Conversation, Rollouts
 
         tokenizer = engine.tokenizer
-        encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
         episodes = [p for p in problems for _ in range(per_problem)]
         envs = environments(len(episodes), self.max_turns)
         starts = [env.reset(self.games[p.id]) for env, p in zip(envs, episodes)]
-        rows = tokenizer([p.prompt for p in episodes], add_special_tokens=False).input_ids
+        rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
         prompt_lengths = [len(r) for r in rows]
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
         last = [s.observation for s in starts]
-        stop_ids = sorted({ids[-1] for ids in (encode("x" + ACTION_END),)} | {tokenizer.eos_token_id})
+        action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
+        stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
         conversation = Conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group=per_problem)
         for _ in range(self.max_turns):

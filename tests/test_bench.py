@@ -47,7 +47,9 @@ def test_gpu_script_runs_every_algorithm_at_fixed_work_on_a_random_model(tmp_pat
     spec = importlib.util.spec_from_file_location("gpu_bench", script)
     gpu_bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_bench)
-    tokenizer = gpu_bench.full_vocabulary_tokenizer(300)
+    from harness.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer(fill_to=300)
     assert len(tokenizer) == 300 and tokenizer.decode([299]) == "<|f200|>"
     out = tmp_path / "gpu.md"
     args = ["--shape", "tiny", "--steps", "1", "--prompts", "2", "--max-new-tokens", "8", "--out", str(out)]

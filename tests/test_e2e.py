@@ -128,6 +128,26 @@ def test_hp_rlvr_and_grpo_pair_share_weights_and_prompts(tmp_path):
     assert board.filter(pl.col("algorithm") == "hp_rlvr")["speedup_vs_grpo"][0] is not None
 
 
+def test_checkpoints_wait_for_their_interval_but_never_skip_the_last_step(tmp_path):
+    from types import SimpleNamespace
+
+    from harness.records import StepRecorder
+
+    saved = []
+    trainer = SimpleNamespace(
+        strategy=SimpleNamespace(broadcast=lambda value, src: value),
+        save_checkpoint=lambda path, weights_only: saved.append(module.rl_step),
+    )
+    module = SimpleNamespace(rl_step=0, schedule=SimpleNamespace(steps=4))
+    for every_s, expected in ((3600.0, [4]), (0.0, [1, 2, 3, 4])):
+        saved.clear()
+        recorder = StepRecorder(tmp_path, every_s)
+        for step in range(1, 5):
+            module.rl_step = step
+            recorder.on_train_batch_end(trainer, module, None, None, step - 1)
+        assert saved == expected, every_s
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path, monkeypatch):
     from algorithms.base import RLVRModule

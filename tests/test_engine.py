@@ -213,8 +213,6 @@ def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_conte
         assert len({len(x[2]) for x in runs[0]}) > 1  # turns of different lengths: rows stopped early
 
 
-
-
 def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
     model, rollouts = grouped_rollouts(tiny_dir, 2, 3)
     results = []
