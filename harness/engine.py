@@ -25,6 +25,7 @@ from typing import Sequence
 
 import torch
 from torch import Tensor
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from tasks.base import Problem, Verdict
 
@@ -161,12 +162,81 @@ def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group: int) -> 
     return bool((ids == ids[:, :1]).all() and (mask == mask[:, :1]).all())
 
 
+class GrowingLayer(DynamicLayer):
+    """A `DynamicLayer` that appends in place: its keys and values are views of buffers with room
+    to spare, which grow by half again when full. `DynamicLayer` concatenates the whole cache
+    with each new token; on the CPU that copy (and the fresh allocation behind it) was half of a
+    decoding step's time. Only for decoding without gradient: the writes are in place."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.key_buffer: Tensor | None = None
+        self.value_buffer: Tensor | None = None
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs) -> tuple[Tensor, Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        length, new = self.get_seq_length(), key_states.shape[-2]
+        if self.key_buffer is None or self.key_buffer.shape[-2] < length + new:
+            self._grow(key_states, value_states, length, capacity=length + new + max(64, (length + new) // 2))
+        self.key_buffer[..., length : length + new, :] = key_states
+        self.value_buffer[..., length : length + new, :] = value_states
+        self.keys, self.values = self.key_buffer[..., : length + new, :], self.value_buffer[..., : length + new, :]
+        return self.keys, self.values
+
+    def _grow(self, key_states: Tensor, value_states: Tensor, length: int, capacity: int) -> None:
+        def larger(states: Tensor, old: Tensor | None) -> Tensor:
+            buffer = states.new_empty((*states.shape[:-2], capacity, states.shape[-1]))
+            if length:
+                buffer[..., :length, :] = old[..., :length, :]
+            return buffer
+
+        self.key_buffer = larger(key_states, self.key_buffer)
+        self.value_buffer = larger(value_states, self.value_buffer)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.get_seq_length() > 0:
+            self._rebatch(lambda buffer: buffer.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: Tensor) -> None:
+        if self.get_seq_length() > 0:
+            self._rebatch(lambda buffer: buffer[indices, ...])
+
+    def reorder_cache(self, beam_idx: Tensor) -> None:
+        self.batch_select_indices(beam_idx)
+
+    def _rebatch(self, change) -> None:
+        length = self.get_seq_length()
+        self.key_buffer, self.value_buffer = change(self.key_buffer), change(self.value_buffer)
+        self.keys, self.values = self.key_buffer[..., :length, :], self.value_buffer[..., :length, :]
+
+    def reset(self) -> None:
+        self.key_buffer = self.value_buffer = None
+        super().reset()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)  # the buffers keep the cropped columns as room
+
+
+def decoding_cache(model) -> Cache:
+    """An empty KV cache for `model` whose full-attention layers grow in place (`GrowingLayer`);
+    other layer kinds (sliding windows, linear attention) keep the model's own."""
+    cache = DynamicCache(config=model.config)
+    if not cache.layers:
+        return Cache(layer_class_to_replicate=GrowingLayer)
+    cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
+
+
 def prefill(model, input_ids: Tensor, attention_mask: Tensor, group: int = 1):
     """(KV cache, logits after the last column [N, V]) of left-padded contexts, each consecutive
     group of `group` identical rows computed once and its cache repeated for the group."""
     shared = group if repeats_in_groups(input_ids, attention_mask, group) else 1
     ids, mask = input_ids[::shared], attention_mask[::shared]
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=True, logits_to_keep=1)
+    out = model(
+        input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=True, logits_to_keep=1,
+        **cache_argument(model, decoding_cache(model)),
+    )
     cache, logits = returned_cache(out), out.logits[:, -1]
     if shared > 1:
         cache.batch_repeat_interleave(shared)

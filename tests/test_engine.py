@@ -1,6 +1,10 @@
 import torch
 
+from transformers.cache_utils import DynamicLayer
+
+import harness.engine
 from harness.engine import (
+    GrowingLayer,
     RolloutEngine,
     SamplingArgs,
     activation_checkpointing,
@@ -228,3 +232,52 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
     torch.testing.assert_close(results[0][0], results[1][0], atol=1e-5, rtol=1e-5)
     for plain, recomputed in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(plain, recomputed, atol=1e-5, rtol=1e-4)
+
+
+def test_a_growing_cache_layer_holds_what_a_concatenating_one_holds():
+    """Appends past its spare room, repeats rows for groups, drops rows that stopped, crops: after
+    each, the keys and values are those DynamicLayer's concatenation holds."""
+    torch.manual_seed(0)
+    growing, plain = GrowingLayer(), DynamicLayer()
+
+    def same():
+        torch.testing.assert_close(growing.keys, plain.keys, rtol=0, atol=0)
+        torch.testing.assert_close(growing.values, plain.values, rtol=0, atol=0)
+        assert growing.get_seq_length() == plain.get_seq_length()
+
+    def both(k, v):
+        got, want = growing.update(k, v), plain.update(k, v)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        same()
+
+    both(torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4))  # a prefill
+    growing.batch_repeat_interleave(3)
+    plain.batch_repeat_interleave(3)
+    same()
+    for _ in range(100):  # one column at a time, past the room the first update left
+        both(torch.randn(6, 3, 1, 4), torch.randn(6, 3, 1, 4))
+    keep = torch.tensor([0, 2, 5])
+    growing.batch_select_indices(keep)
+    plain.batch_select_indices(keep)
+    same()
+    both(torch.randn(3, 3, 7, 4), torch.randn(3, 3, 7, 4))
+    growing.crop(-4)
+    plain.crop(-4)
+    same()
+    both(torch.randn(3, 3, 1, 4), torch.randn(3, 3, 1, 4))
+
+
+def test_decoding_with_the_growing_cache_draws_what_the_concatenating_cache_draws(tiny_dir, monkeypatch):
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=90))
+    runs = []
+    for cache in (harness.engine.decoding_cache, lambda m: harness.engine.DynamicCache(config=m.config)):
+        monkeypatch.setattr(harness.engine, "decoding_cache", cache)
+        torch.manual_seed(3)
+        runs.append(engine.generate([p for p in problems(8) for _ in range(2)], group=2))
+    growing, concatenating = runs
+    assert growing.eligible.sum(-1).max() > 70  # past the room a short prompt's cache starts with
+    assert torch.equal(growing.input_ids, concatenating.input_ids)
+    torch.testing.assert_close(growing.sample_logprobs, concatenating.sample_logprobs)

@@ -13,6 +13,7 @@ from algorithms.hp_rlvr import (
     gini,
     hindsight_views,
     jsd_weights,
+    next_token_hidden,
     render_block,
     segment_bounds,
 )
@@ -149,6 +150,26 @@ def test_weights_are_the_jsd_of_the_two_views(policy):
         hkeep = views.attention_mask[row].bool()
         q = model(input_ids=views.input_ids[row][hkeep][None]).logits[0, int(hkeep[:col].sum()) - 1]
     assert weights[i, t].item() == pytest.approx(jsd_weights(p, q).item(), abs=1e-5)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 40, 100_000])
+def test_scoring_in_passes_of_similar_length_gives_each_rows_own_hidden_states(policy, max_tokens):
+    """Rows padded on both sides (prompts on the left, completions on the right) and hindsight
+    rows, split into passes as small as one row or run in one: every scored token gets the hidden
+    state of its own row run alone, whatever pass it landed in."""
+    model, tokenizer = policy
+    rollouts = sampled(policy, n=6)
+    views = hindsight_views(rollouts, 3, tokenizer, HindsightTemplate())
+    for ids, mask, rows, cols in (
+        (rollouts.input_ids, rollouts.attention_mask, views.causal_rows, views.causal_cols),
+        (views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols),
+    ):
+        got = next_token_hidden(model, ids, mask, rows, cols, max_tokens)
+        for j in range(0, len(rows), 5):
+            keep = mask[rows[j]].bool()
+            with torch.no_grad():
+                alone = model.base_model(input_ids=ids[rows[j]][keep][None]).last_hidden_state[0]
+            torch.testing.assert_close(got[j], alone[int(keep[: cols[j]].sum()) - 1], atol=1e-5, rtol=1e-4)
 
 
 def test_uniform_and_mean_rescaled_ablations(policy):
