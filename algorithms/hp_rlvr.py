@@ -201,10 +201,11 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
     shift = [input_ids.shape[1] - len(r) for r in rows]  # left padding moves every column of a row right
     hindsight = [(r, c + shift[r]) for r, c in hindsight]
     spans = [(a + shift[r], b + shift[r]) for r, (a, b) in enumerate(spans)]
-    as_tensor = lambda pairs, k: torch.tensor([p[k] for p in pairs])  # noqa: E731
+    device = rollouts.input_ids.device
+    as_tensor = lambda pairs, k: torch.tensor([p[k] for p in pairs], device=device)  # noqa: E731
     return HindsightBatch(
         input_ids, mask, as_tensor(causal, 0), as_tensor(causal, 1), as_tensor(hindsight, 0),
-        as_tensor(hindsight, 1), torch.tensor(segment_of), spans,
+        as_tensor(hindsight, 1), torch.tensor(segment_of, device=device), spans,
     )
 
 
@@ -319,7 +320,7 @@ class HPRLVR(RLVRModule):
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         rewards = rollouts.rewards
         prompt_ids = [p.id for p in rollouts.problems]
-        baseline = self.baseline(prompt_ids)  # before this step's rewards are seen
+        baseline = self.baseline(prompt_ids).to(rewards.device)  # before this step's rewards are seen
         # every process keeps the same tracker: it learns from the whole step's rollouts
         gathered = distributed.gather((prompt_ids, rewards))
         self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))
@@ -355,7 +356,7 @@ class HPRLVR(RLVRModule):
             agree.append(p_logits.argmax(-1) == q_logits.argmax(-1))
             realized_top.append(q_logits.argmax(-1) == realized[start : start + 1024])
         w = torch.cat(w)
-        weights = torch.zeros(rollouts.input_ids.shape)
+        weights = torch.zeros(rollouts.input_ids.shape, device=w.device)
         weights[views.causal_rows, views.causal_cols] = w
         success = rollouts.rewards[views.causal_rows] > 0.5
         stats = {
@@ -387,7 +388,7 @@ def gini(values: Tensor) -> float:
     n = v.numel()
     if n == 0 or v.sum() <= 0:
         return 0.0
-    index = torch.arange(1, n + 1, dtype=torch.float64)
+    index = torch.arange(1, n + 1, dtype=torch.float64, device=v.device)
     return float(((2 * index - n - 1) * v).sum() / (n * v.sum()))
 
 

@@ -117,7 +117,7 @@ class PPO(RLVRModule):
         values = values.float() * eligible
         last = eligible.long().cumsum(-1).argmax(-1)  # the last eligible column of each row
         rewards = torch.zeros_like(values)
-        rewards[torch.arange(len(rollouts)), last] = rollouts.rewards
+        rewards[torch.arange(len(rollouts), device=rewards.device), last] = rollouts.rewards
         advantages, returns = gae(rewards, values, eligible, self.gamma, self.lam)
         rollouts.token_data["returns"], rollouts.token_data["old_values"] = returns, values
         picked = advantages[eligible]

@@ -66,9 +66,10 @@ class ModelClock:
             (self, module, "synchronise_and_clip"), (task_clock, module.task, "verify_all"),
         ]
         if type(module.task).__name__ == "AlfworldTask":
-            from tasks.alfworld_games import AlfworldEnv
+            from tasks.alfworld_games import EnvPool
 
-            patched += [(task_clock, AlfworldEnv, "step"), (task_clock, AlfworldEnv, "reset")]
+            # the rollouts' pool, whether its games run here or in worker processes
+            patched += [(task_clock, EnvPool, "step"), (task_clock, EnvPool, "reset")]
         # restored as they were in the object's own __dict__; where they were inherited, deleted
         originals = [(obj, name, vars(obj).get(name)) for _, obj, name in patched]
         for clock, obj, name in patched:

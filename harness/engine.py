@@ -59,7 +59,7 @@ class Rollouts:
 
     @property
     def rewards(self) -> Tensor:
-        return torch.tensor([v.reward for v in self.verdicts], dtype=torch.float32)
+        return torch.tensor([v.reward for v in self.verdicts], dtype=torch.float32, device=self.input_ids.device)
 
     def select(self, index: Tensor) -> "Rollouts":
         """The rows in `index`, trimmed of columns that are padding in all of them."""

@@ -26,8 +26,10 @@ the detours show it looking, and fail often enough for RL to matter.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.alfworld_games import TASK_TYPES, AlfworldEnv, GameRecord, GameSize, generate_games, load_official_games
+from tasks.alfworld_games import TASK_TYPES, AlfworldEnv, EnvPool, GameRecord, GameSize, generate_games, load_official_games
 from tasks.base import Problem, Task, Verdict
 
 if TYPE_CHECKING:
@@ -85,9 +87,12 @@ class AlfworldTask(Task):
         show_admissible: bool = False,
         cache_dir: str = ".cache/alfworld",
         official_root: str | None = None,
+        env_processes: int | None = None,
     ):
         """max_turns: commands per episode (an invalid one counts). detour_rate: chance of a
-        detour before each of the expert's moves in a demonstration."""
+        detour before each of the expert's moves in a demonstration. env_processes: worker
+        processes that step the rollouts' games (`EnvPool`); None: one per CPU core, at most 8;
+        0: in this process."""
         if source not in ("generated", "official"):
             raise ValueError(f"source: expected 'generated' or 'official', got {source!r}")
         self.source, self.task_types = source, tuple(task_types)
@@ -95,6 +100,9 @@ class AlfworldTask(Task):
         self.size = GameSize(**size) if isinstance(size, dict) else size or GameSize()
         self.max_turns, self.detour_rate, self.show_admissible = max_turns, detour_rate, show_admissible
         self.cache_dir, self.official_root = Path(cache_dir), official_root
+        if env_processes is not None and env_processes < 0:
+            raise ValueError(f"env_processes: expected >= 0, got {env_processes}")
+        self.env_processes = min(os.cpu_count() or 1, 8) if env_processes is None else env_processes
         self._trusted: dict[tuple[str, str], Verdict] = {}
 
     @classmethod
@@ -193,25 +201,26 @@ class AlfworldTask(Task):
 
         tokenizer = engine.tokenizer
         episodes = [p for p in problems for _ in range(per_problem)]
-        envs = environments(len(episodes), self.max_turns)
-        starts = [env.reset(self.games[p.id]) for env, p in zip(envs, episodes)]
+        pool = rollout_pool(self.env_processes, self.max_turns)
+        starts = pool.reset([self.games[p.id] for p in episodes])
         rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
         prompt_lengths = [len(r) for r in rows]
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
-        last = [s.observation for s in starts]
+        last, won, turns_played = [s.observation for s in starts], [False] * len(episodes), [0] * len(episodes)
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
         conversation = Conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group=per_problem)
         for _ in range(self.max_turns):
-            active = [i for i, env in enumerate(envs) if not env.done]
+            active = [i for i, going in enumerate(pool.active) if going]
             if not active:
                 break
             turns = conversation.turn(active, [rows[i] for i in active])
             # one tokenizer call a turn for all episodes, not one per episode
-            commands = tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)
-            results = [envs[i].step(command.strip() or "look") for i, command in zip(active, commands)]
+            commands = dict(zip(active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)))
+            stepped = pool.step([commands[i].strip() or "look" if i in commands else None for i in range(len(episodes))])
+            results = [stepped[i] for i in active]
             answers = tokenizer(
                 [answer_text(r.observation, r.done, r.admissible, self.show_admissible) for r in results],
                 add_special_tokens=False,
@@ -223,18 +232,18 @@ class AlfworldTask(Task):
                 rows[i] += answer
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
-                last[i] = result.observation
-        width = max(map(len, rows))
+                last[i], won[i], turns_played[i] = result.observation, result.won, turns_played[i] + 1
+        width, device = max(map(len, rows)), engine.model.device
         pad = lambda row, value: [value] * (width - len(row)) + row  # noqa: E731
         rollouts = Rollouts(
             problems=episodes,
-            input_ids=torch.tensor([pad(r, tokenizer.pad_token_id) for r in rows]),
-            attention_mask=torch.tensor([pad([1] * len(r), 0) for r in rows]),
-            eligible=torch.tensor([pad(e, False) for e in eligible]),
-            sample_logprobs=torch.tensor([pad(lp, 0.0) for lp in logprobs]),
+            input_ids=torch.tensor([pad(r, tokenizer.pad_token_id) for r in rows], device=device),
+            attention_mask=torch.tensor([pad([1] * len(r), 0) for r in rows], device=device),
+            eligible=torch.tensor([pad(e, False) for e in eligible], device=device),
+            sample_logprobs=torch.tensor([pad(lp, 0.0) for lp in logprobs], device=device),
             completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
         )
-        rollouts.verdicts = [outcome(env.won, env.steps, text) for env, text in zip(envs, last)]
+        rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played, last)]
         return rollouts
 
     # ---- verification
@@ -264,6 +273,7 @@ class AlfworldTask(Task):
 
 
 _ENVIRONMENTS: list[AlfworldEnv] = []
+_ROLLOUT_POOLS: dict[int, EnvPool] = {}
 
 
 def environments(count: int, max_turns: int) -> list[AlfworldEnv]:
@@ -274,6 +284,16 @@ def environments(count: int, max_turns: int) -> list[AlfworldEnv]:
     for env in _ENVIRONMENTS[:count]:
         env.max_steps = max_turns
     return _ENVIRONMENTS[:count]
+
+
+def rollout_pool(processes: int, max_turns: int) -> EnvPool:
+    """The pool that plays rollouts, one per worker count for the life of this process: its
+    workers keep their parsed games from run to run."""
+    if processes not in _ROLLOUT_POOLS:
+        _ROLLOUT_POOLS[processes] = EnvPool(max_steps=max_turns, list_help=False, processes=processes)
+        atexit.register(_ROLLOUT_POOLS[processes].close)
+    _ROLLOUT_POOLS[processes].max_steps = max_turns
+    return _ROLLOUT_POOLS[processes]
 
 
 def split_demonstration(text: str) -> list[tuple[str, str]]:

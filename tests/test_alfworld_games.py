@@ -139,6 +139,35 @@ def test_pool_steps_games_in_lockstep(games):
     assert turn == max(len(p) for p in plans)
 
 
+def test_pool_workers_play_what_this_process_plays(games):
+    """The same episodes and commands (admissible ones, invalid ones, episodes ending at
+    different turns) stepped by two worker processes and in this process: identical transitions."""
+    import random
+
+    rng = random.Random(0)
+    chosen = [games[i % len(games)] for i in range(7)]
+    with ag.EnvPool(max_steps=6) as here, ag.EnvPool(max_steps=6, processes=2) as there:
+        for episodes in (chosen, chosen[2:5]):  # the workers serve a second, smaller batch
+            starts = here.reset(episodes)
+            assert there.reset(episodes) == starts
+            admissible = [s.admissible for s in starts]
+            while any(here.active):
+                commands = [rng.choice(a + ["dance"]) if going else None for a, going in zip(admissible, here.active)]
+                results = here.step(commands)
+                assert there.step(commands) == results
+                assert there.active == here.active
+                admissible = [r.admissible if r else a for r, a in zip(results, admissible)]
+        assert len(there.workers) == 2
+
+
+def test_a_worker_that_fails_raises_here(games, tmp_path):
+    with ag.EnvPool(processes=2) as pool:
+        with pytest.raises(RuntimeError, match="ALFWorld worker"):
+            pool.reset([games[0], tmp_path / "missing" / "game.tw-pddl"])
+        assert pool.workers == []  # stopped; a later call starts fresh ones
+        assert pool.reset([games[0]])[0].task == games[0].goal
+
+
 def test_fast_env_matches_stock_textworld(games):
     commands = {g.game_id: ["look", "dance", *g.walkthrough[:3], "inventory", *g.walkthrough[3:]] for g in games[:3]}
     fast = ag.AlfworldEnv(max_steps=50, fast=True)

@@ -60,6 +60,23 @@ def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
     assert all(v.feedback.startswith(("won", "not won")) for v in task.verify_all(rollouts))
 
 
+def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tiny_dir):
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
+    runs, default = [], task.env_processes
+    try:
+        for processes in (0, 2):
+            task.env_processes = processes
+            torch.manual_seed(1)
+            runs.append(task.rollout(engine, task.train_problems()[:3], per_problem=2))
+    finally:
+        task.env_processes = default
+    here, workers = runs
+    assert torch.equal(here.input_ids, workers.input_ids) and torch.equal(here.eligible, workers.eligible)
+    assert here.verdicts == workers.verdicts
+
+
 def test_hindsight_view_scores_commands_with_the_future_after_them(task, tiny_dir):
     from algorithms.hp_rlvr import HindsightTemplate, hindsight_views
 
