@@ -172,7 +172,10 @@ def render_block(tokenizer, template: HindsightTemplate, future: list[int], feed
 
 def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: HindsightTemplate) -> HindsightBatch:
     rows, spans, causal, hindsight, segment_of = [], [], [], [], []
-    memo: dict[str, list[int]] = {}
+    # Every rollout's feedback (and the template's pieces) tokenized in one call: one call per
+    # text cost more than the rest of building the views (~80 us each on a 32-rollout step).
+    texts = list(dict.fromkeys([template.open, template.close, template.truncated] + [template.feedback + v.feedback for v in rollouts.verdicts]))
+    memo: dict[str, list[int]] = dict(zip(texts, tokenizer(texts, add_special_tokens=False).input_ids))
 
     def encode(text: str) -> list[int]:
         if text not in memo:
@@ -222,21 +225,21 @@ def next_token_hidden(model, input_ids: Tensor, attention_mask: Tensor, rows: Te
     rows, cols = rows.to(device), cols.to(device)
     real = attention_mask.bool()
     width = real.shape[1]
-    first = real.int().argmax(-1)
-    last = width - 1 - real.flip(-1).int().argmax(-1)
+    first = real.int().argmax(-1).tolist()
+    last = (width - 1 - real.flip(-1).int().argmax(-1)).tolist()
+    spans = [b - a + 1 for a, b in zip(first, last)]
     passes: list[list[int]] = [[]]
     longest = 0
-    for row in (last - first + 1).argsort(stable=True).tolist():
-        span = int(last[row] - first[row] + 1)
-        if passes[-1] and (len(passes[-1]) + 1) * max(longest, span) > max_tokens:
+    for row in sorted(range(len(spans)), key=spans.__getitem__):
+        if passes[-1] and (len(passes[-1]) + 1) * max(longest, spans[row]) > max_tokens:
             passes.append([])
         passes[-1].append(row)
-        longest = span if len(passes[-1]) == 1 else max(longest, span)
+        longest = spans[row] if len(passes[-1]) == 1 else max(longest, spans[row])
     out: Tensor | None = None
     where = torch.empty(input_ids.shape[0], dtype=torch.long, device=device)  # row -> its index in its pass
-    for members in passes:
-        members = torch.tensor(members, device=device)
-        lo, hi = int(first[members].min()), int(last[members].max()) + 1
+    for rows_of_pass in passes:
+        lo, hi = min(first[r] for r in rows_of_pass), max(last[r] for r in rows_of_pass) + 1
+        members = torch.tensor(rows_of_pass, device=device)
         ids, mask = input_ids[members, lo:hi], attention_mask[members, lo:hi]
         hidden = model.base_model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).last_hidden_state
         where[members] = torch.arange(len(members), device=device)

@@ -7,8 +7,9 @@ and multi-turn `Conversation` turns; forward passes, the policy's, its trunk's a
 optimizer step with its gradient clipping) and another around the task's own work (its verifier; ALFWorld's game engine).
 The harness overhead is the rest of the step (credit arithmetic outside the model, the surrogate,
 the loop, records, checkpoints), as a share of it: what this harness adds on top of what any
-implementation of the same algorithm on the same task must spend. The first step is a warm-up
-and is not counted; figures are medians over steps.
+implementation of the same algorithm on the same task must spend; it is also split by the stage
+it falls in (`overhead_in_<stage>_s`). The first step is a warm-up and is not counted; figures
+are medians over steps.
 """
 
 from __future__ import annotations
@@ -53,6 +54,32 @@ class ModelClock:
 
     @contextlib.contextmanager
     def around(self, module, task_clock: "ModelClock"):
+        with self.patched(module, task_clock), self.stages_split(task_clock):
+            yield self
+
+    @contextlib.contextmanager
+    def stages_split(self, task_clock: "ModelClock"):
+        """Also split each stage of the step (`algorithms.base.timed`) into model, task and the
+        rest: `self.stage_overhead[stage]` holds the rest of the stage's last run."""
+        from algorithms import base
+
+        original, self.stage_overhead = base.timed, {}
+
+        @contextlib.contextmanager
+        def timed(timing: dict[str, float], stage: str):
+            model, task = self.seconds, task_clock.seconds
+            with original(timing, stage):
+                yield
+            self.stage_overhead[stage] = timing[stage] - (self.seconds - model) - (task_clock.seconds - task)
+
+        base.timed = timed
+        try:
+            yield
+        finally:
+            base.timed = original
+
+    @contextlib.contextmanager
+    def patched(self, module, task_clock: "ModelClock"):
         """Patch, for the duration: the samplers (`harness.engine.decode` and a multi-turn
         `Conversation`'s turns: the decoding loops, their forward passes and token draws), the
         module's policy (forward, trunk forward, output head), its backward and gradient clipping (the optimizers'
@@ -84,6 +111,9 @@ class ModelClock:
                     delattr(obj, name)
 
 
+STAGES = ("sample", "verify", "credit", "update")
+
+
 class StepClock(L.Callback):
     """Per step: wall-clock from batch start to after the records are written (it must come after
     the StepRecorder), and the model's share of it."""
@@ -105,7 +135,8 @@ class StepClock(L.Callback):
                 "step_s": time.perf_counter() - self.started,
                 "model_s": self.clock.seconds - self.model_at_start,
                 "task_s": self.task_clock.seconds - self.task_at_start,
-                **{stage: record[f"timing_s/{stage}"] for stage in ("sample", "verify", "credit", "update")},
+                **{stage: record[f"timing_s/{stage}"] for stage in STAGES},
+                **{f"{stage}_overhead_s": self.clock.stage_overhead.get(stage, 0.0) for stage in STAGES},
                 "peak_mb": record.get("memory/peak_mb"),
                 "tokens": record["tokens/generated"],
             }
@@ -142,19 +173,25 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                 schedule={"steps": steps + 1}, evaluation={"every": 10**9, "limit": 0},
             )
             measured = bench_module(module, steps + 1, suite.trainer.checkpoint_every_s)[1:]
+            for r in measured:
+                r["overhead_s"] = r["step_s"] - r["model_s"] - r["task_s"]
             median = {key: statistics.median(r[key] for r in measured) for key in measured[0] if key != "peak_mb"}
-            stages = sum(median[s] for s in ("sample", "verify", "credit", "update"))
+            stages = sum(median[s] for s in STAGES)
             rows.append(
                 {
                     "suite": suite.name,
                     "algorithm": algorithm,
                     "rollouts/step": module.schedule.prompts_per_step * module.rollouts_per_prompt,
                     "step_s": median["step_s"],
-                    **{f"{s}_s": median[s] for s in ("sample", "verify", "credit", "update")},
+                    **{f"{s}_s": median[s] for s in STAGES},
                     "record_and_loop_s": median["step_s"] - stages,
                     "model_s": median["model_s"],
                     "task_s": median["task_s"],
-                    "overhead_share": 1 - (median["model_s"] + median["task_s"]) / median["step_s"],
+                    # the median of each step's own rest: medians of step, model and task times
+                    # taken apart need not come from the same step, so their difference is noisier
+                    "overhead_s": median["overhead_s"],
+                    "overhead_share": median["overhead_s"] / median["step_s"],
+                    **{f"overhead_in_{s}_s": median[f"{s}_overhead_s"] for s in ("sample", "credit", "update")},
                     "generated_tokens_per_s": median["tokens"] / median["sample"],
                     "peak_mb": max(r["peak_mb"] for r in measured),
                 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from array import array
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -499,10 +500,29 @@ class Conversation:
 
 
 def left_padded(rows: Sequence[list[int]], pad: int, device) -> tuple[Tensor, Tensor]:
+    """(token ids [N, W], attention mask [N, W]) of rows left-padded to the longest."""
+    ids = stacked_left(rows, pad, torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    mask = (torch.arange(ids.shape[1]) >= ids.shape[1] - lengths[:, None]).long()
+    return ids.to(device), mask.to(device)
+
+
+_TYPECODES = {torch.long: "q", torch.float32: "f", torch.bool: "B"}
+
+
+def stacked_left(rows: Sequence[Sequence], value, dtype: torch.dtype) -> Tensor:
+    """[N, W] CPU tensor of rows (lists of ints, floats or bools) left-padded with `value` to the
+    longest. Through one flat array: a tensor from nested lists cost ~6x more (3 ms for a step's
+    128 hindsight rows of 100 tokens)."""
     width = max(map(len, rows))
-    ids = torch.tensor([[pad] * (width - len(r)) + list(r) for r in rows], device=device)
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
-    return ids, mask
+    flat = array(_TYPECODES[dtype])
+    for row in rows:
+        flat.extend([value] * (width - len(row)))
+        flat.extend(row)
+    if not flat:
+        return torch.empty((len(rows), width), dtype=dtype)
+    as_stored = torch.uint8 if dtype == torch.bool else dtype
+    return torch.frombuffer(flat, dtype=as_stored).view(len(rows), width).to(dtype, copy=True)
 
 
 @torch.no_grad()

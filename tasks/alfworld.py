@@ -197,7 +197,7 @@ class AlfworldTask(Task):
     # ---- rollouts: the environment loop
 
     def rollout(self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False) -> Rollouts:
-        from harness.engine import Conversation, Rollouts
+        from harness.engine import Conversation, Rollouts, left_padded, stacked_left
 
         tokenizer = engine.tokenizer
         episodes = [p for p in problems for _ in range(per_problem)]
@@ -233,14 +233,14 @@ class AlfworldTask(Task):
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
                 last[i], won[i], turns_played[i] = result.observation, result.won, turns_played[i] + 1
-        width, device = max(map(len, rows)), engine.model.device
-        pad = lambda row, value: [value] * (width - len(row)) + row  # noqa: E731
+        device = engine.model.device
+        input_ids, attention_mask = left_padded(rows, tokenizer.pad_token_id, device)
         rollouts = Rollouts(
             problems=episodes,
-            input_ids=torch.tensor([pad(r, tokenizer.pad_token_id) for r in rows], device=device),
-            attention_mask=torch.tensor([pad([1] * len(r), 0) for r in rows], device=device),
-            eligible=torch.tensor([pad(e, False) for e in eligible], device=device),
-            sample_logprobs=torch.tensor([pad(lp, 0.0) for lp in logprobs], device=device),
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            eligible=stacked_left(eligible, False, torch.bool).to(device),
+            sample_logprobs=stacked_left(logprobs, 0.0, torch.float32).to(device),
             completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
         )
         rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played, last)]

@@ -12,6 +12,7 @@ from harness.engine import (
     left_padded,
     sample_next,
     sequence_logprobs,
+    stacked_left,
     token_logprobs,
 )
 from harness.models import load_policy
@@ -281,3 +282,15 @@ def test_decoding_with_the_growing_cache_draws_what_the_concatenating_cache_draw
     assert growing.eligible.sum(-1).max() > 70  # past the room a short prompt's cache starts with
     assert torch.equal(growing.input_ids, concatenating.input_ids)
     torch.testing.assert_close(growing.sample_logprobs, concatenating.sample_logprobs)
+
+
+def test_left_padding_through_a_flat_array_equals_padding_the_nested_lists():
+    rows = [[5, 6, 7], [], [8], [9, 10]]
+    ids, mask = left_padded(rows, pad=0, device="cpu")
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 0], [0, 0, 8], [0, 9, 10]] and ids.dtype == torch.long
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 0], [0, 0, 1], [0, 1, 1]] and mask.dtype == torch.long
+    flags = stacked_left([[True, False], [True]], False, torch.bool)
+    assert flags.tolist() == [[True, False], [False, True]] and flags.dtype == torch.bool
+    values = stacked_left([[0.25], [-1.5, 2.0]], 0.0, torch.float32)
+    assert values.tolist() == [[0.0, 0.25], [-1.5, 2.0]] and values.dtype == torch.float32
+    assert stacked_left([[], []], 0, torch.long).shape == (2, 0)
