@@ -274,7 +274,8 @@ def test_decoding_with_the_growing_cache_draws_what_the_concatenating_cache_draw
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=90))
     runs = []
-    for cache in (harness.engine.decoding_cache, lambda m: harness.engine.DynamicCache(config=m.config)):
+    growing = harness.engine.decoding_cache
+    for cache in (lambda m, length: growing(m), lambda m, length: harness.engine.DynamicCache(config=m.config)):
         monkeypatch.setattr(harness.engine, "decoding_cache", cache)
         torch.manual_seed(3)
         runs.append(engine.generate([p for p in problems(8) for _ in range(2)], group=2))
