@@ -229,12 +229,10 @@ def next_token_hidden(model, input_ids: Tensor, attention_mask: Tensor, rows: Te
     last = (width - 1 - real.flip(-1).int().argmax(-1)).tolist()
     spans = [b - a + 1 for a, b in zip(first, last)]
     passes: list[list[int]] = [[]]
-    longest = 0
-    for row in sorted(range(len(spans)), key=spans.__getitem__):
-        if passes[-1] and (len(passes[-1]) + 1) * max(longest, spans[row]) > max_tokens:
+    for row in sorted(range(len(spans)), key=spans.__getitem__):  # shortest first: a row is its pass's longest
+        if passes[-1] and (len(passes[-1]) + 1) * spans[row] > max_tokens:
             passes.append([])
         passes[-1].append(row)
-        longest = spans[row] if len(passes[-1]) == 1 else max(longest, spans[row])
     out: Tensor | None = None
     where = torch.empty(input_ids.shape[0], dtype=torch.long, device=device)  # row -> its index in its pass
     for rows_of_pass in passes:

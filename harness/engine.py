@@ -165,9 +165,10 @@ def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group: int) -> 
 
 class GrowingLayer(DynamicLayer):
     """A `DynamicLayer` that appends in place: its keys and values are views of buffers with room
-    to spare, which grow by half again when full. `DynamicLayer` concatenates the whole cache
-    with each new token; on the CPU that copy (and the fresh allocation behind it) was half of a
-    decoding step's time. Only for decoding without gradient: the writes are in place."""
+    to spare, which grow by half again when full (a crop leaves the cropped columns as room).
+    `DynamicLayer` concatenates the whole cache with each new token, a copy that grows with the
+    context (GROWING_CACHE_FROM has what it saved here). Only for decoding without gradient: the
+    writes are in place."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -225,9 +226,6 @@ class GrowingLayer(DynamicLayer):
     def reset(self) -> None:
         self.key_buffer = self.value_buffer = None
         super().reset()
-
-    def crop(self, tokens_to_remove: int) -> None:
-        super().crop(tokens_to_remove)  # the buffers keep the cropped columns as room
 
 
 GROWING_CACHE_FROM = 128

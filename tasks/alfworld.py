@@ -217,9 +217,11 @@ class AlfworldTask(Task):
             if not active:
                 break
             turns = conversation.turn(active, [rows[i] for i in active])
+            commands: list[str | None] = [None] * len(episodes)  # None: the episode has ended
             # one tokenizer call a turn for all episodes, not one per episode
-            commands = dict(zip(active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)))
-            stepped = pool.step([commands[i].strip() or "look" if i in commands else None for i in range(len(episodes))])
+            for i, text in zip(active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)):
+                commands[i] = text.strip() or "look"
+            stepped = pool.step(commands)
             results = [stepped[i] for i in active]
             answers = tokenizer(
                 [answer_text(r.observation, r.done, r.admissible, self.show_admissible) for r in results],

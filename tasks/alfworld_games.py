@@ -1099,9 +1099,7 @@ class EnvPool:
         if self.processes:
             results = self._scatter("reset", games)
         else:
-            while len(self.envs) < len(games):
-                self.envs.append(AlfworldEnv(max_steps=self.max_steps, fast=self.fast, list_help=self.list_help))
-            results = _reset(self.envs, games, self.max_steps)
+            results = _reset(self.envs, games, self.max_steps, self.fast, self.list_help)
         self.done = [False] * len(games)
         return results
 
@@ -1162,7 +1160,10 @@ class EnvPool:
         self.workers = []
 
 
-def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int) -> list[ResetResult]:
+def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool) -> list[ResetResult]:
+    """Reset the first len(games) of `envs` to `games`, adding engines as needed."""
+    while len(envs) < len(games):
+        envs.append(AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help))
     for env in envs:
         env.max_steps = max_steps
     return [env.reset(game) for env, game in zip(envs, games)]
@@ -1185,9 +1186,7 @@ def _serve(connection: Any, fast: bool, list_help: bool) -> None:
         kind, items, max_steps = message
         try:
             if kind == "reset":
-                while len(envs) < len(items):
-                    envs.append(AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help))
-                reply = ("ok", _reset(envs, items, max_steps))
+                reply = ("ok", _reset(envs, items, max_steps, fast, list_help))
             else:
                 reply = ("ok", _step(envs, items))
         except Exception as error:  # noqa: BLE001 - the harness process raises it

@@ -9,7 +9,7 @@ pytest.importorskip("textworld")
 
 from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs  # noqa: E402
 from harness.models import load_policy  # noqa: E402
-from tasks.alfworld import AlfworldTask, split_demonstration  # noqa: E402
+from tasks.alfworld import _ROLLOUT_POOLS, AlfworldTask, split_demonstration  # noqa: E402
 from tests.test_engine import peaked  # noqa: E402
 
 
@@ -73,6 +73,7 @@ def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tin
     finally:
         task.env_processes = default
     here, workers = runs
+    assert len(_ROLLOUT_POOLS[2].workers) == 2  # the second run was played by the workers
     assert torch.equal(here.input_ids, workers.input_ids) and torch.equal(here.eligible, workers.eligible)
     assert here.verdicts == workers.verdicts
 
