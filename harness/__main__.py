@@ -1,4 +1,4 @@
-"""python -m harness run CONFIG [--results DIR] | leaderboard DIR | bench CONFIG"""
+"""python -m harness run CONFIG [--results DIR] [--list] [filters] | leaderboard DIR [--publish OUT] | bench CONFIG"""
 
 from __future__ import annotations
 
@@ -15,12 +15,18 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the suites of a benchmark file, then publish leaderboards")
+    run = commands.add_parser("run", help="run the suites of a benchmark file (or some of its runs), then their leaderboards")
     run.add_argument("config", type=Path)
-    run.add_argument("--results", type=Path, default=Path("results"), help="where runs and leaderboards go")
+    run.add_argument("--results", type=Path, default=Path("runs"), help="where runs and their leaderboards go (default: runs/, git-ignored)")
+    run.add_argument("--list", action="store_true", help="print the ids of the runs selected, one a line, and run nothing")
+    run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
+    run.add_argument("--algorithm", action="append", default=[], help="only this algorithm, by its name in the suite (repeatable)")
+    run.add_argument("--seed", action="append", default=[], type=int, help="only this seed (repeatable)")
+    run.add_argument("--run", action="append", default=[], help="only this run, by its id from --list: SUITE/ALGORITHM-seedK (repeatable)")
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
-    board.add_argument("directory", type=Path)
-    board.add_argument("--readme", type=Path, help="also paste DIR/leaderboard.md between the leaderboard markers of this file")
+    board.add_argument("directory", type=Path, help="a folder of suites (or one suite), as run folders or published records")
+    board.add_argument("--publish", type=Path, metavar="OUT", help="also copy leaderboards, plots and compact records to OUT (e.g. results/)")
+    board.add_argument("--readme", type=Path, help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file")
     bench = commands.add_parser("bench", help="time each stage of a step and the harness overhead, per algorithm")
     bench.add_argument("config", type=Path)
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
@@ -36,23 +42,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "leaderboard":
         from harness.leaderboard import publish
 
+        from harness.records import suite_folders
+
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
             return 2
-        suite_dirs = sorted({p.parent.parent for p in args.directory.glob("*/*/run.json")})
         try:
+            suite_dirs = suite_folders(args.directory)
             for suite_dir in suite_dirs:
-                publish(suite_dir)
+                if suite_dir != args.directory:
+                    publish(suite_dir)
             board = publish(args.directory)
+            if args.publish:
+                from harness.leaderboard import publish_to
+
+                board = publish_to(args.directory, args.publish)
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         print(board)
-        print(f"wrote {args.directory / 'leaderboard.md'}")
+        written = args.publish or args.directory
+        print(f"wrote {written / 'leaderboard.md'}")
         if args.readme:
             from harness.leaderboard import paste_into
 
-            paste_into(args.readme, (args.directory / "leaderboard.md").read_text(), args.directory)
+            paste_into(args.readme, (written / "leaderboard.md").read_text(), written)
             print(f"updated {args.readme}")
         return 0
 
@@ -75,9 +89,18 @@ def main(argv: list[str] | None = None) -> int:
             write_report(board, "python -m harness " + " ".join(argv if argv is not None else sys.argv[1:]), args.out)
             print(f"wrote {args.out}")
         return 0
-    from harness.driver import run_benchmark
+    from harness.driver import RunFilter, plan, run_benchmark
 
-    run_benchmark(benchmark, args.results)
+    only = RunFilter(args.suite, args.algorithm, args.seed, args.run)
+    try:
+        planned = plan(benchmark, only)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.list:
+        print("\n".join(r.id for r in planned))
+        return 0
+    run_benchmark(benchmark, args.results, only)
     return 0
 
 

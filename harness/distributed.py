@@ -91,6 +91,15 @@ def average_gradients(parameters: Sequence[torch.nn.Parameter]) -> None:
         offset += n
 
 
+def from_first(value: T) -> T:
+    """Rank 0's `value`, on every rank (this process's own without a process group)."""
+    if not initialized():
+        return value
+    box = [value]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
 def main_first(build: Callable[[], T]) -> T:
     """Run `build` on rank 0 first (it may write a cache), then on the others (which find it)."""
     if not initialized():

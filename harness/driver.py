@@ -1,6 +1,13 @@
 """Runs a benchmark: for each suite, task x algorithm x seed, one Lightning fit per run, then
-the suite's leaderboard. Finished runs are skipped; interrupted ones resume from their last
-checkpoint."""
+the suite's leaderboard. A run is identified by `<suite>/<algorithm>-seed<k>`; a selection of
+them (`RunFilter`) runs in this process, so that a job array can run one per job.
+
+A run folder records the settings it ran with (`spec.json`: everything that determines its
+records). A finished run with the same settings is skipped, an interrupted one resumes from its
+last checkpoint, and a run whose settings changed is moved aside (`<suite>/.replaced/`) and run
+again, saying which settings changed. Processes that run different runs into one results folder
+at once are safe: the starting weights are built once (a file lock in the cache), a run is held
+by one process at a time (a file lock in its folder), and publishing is serialized."""
 
 from __future__ import annotations
 
@@ -11,11 +18,13 @@ import logging
 import shutil
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import lightning as L
 import torch
+from filelock import FileLock, Timeout
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
@@ -23,8 +32,8 @@ from harness import distributed
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.engine import activation_checkpointing
 from harness.leaderboard import publish
-from harness.models import load_policy, starting_weights
-from harness.records import StepRecorder, write_json
+from harness.models import load_policy, starting_weights, weights_recipe
+from harness.records import StepRecorder, run_name, write_json
 
 log = logging.getLogger("harness")
 
@@ -43,24 +52,104 @@ class StepIndices(torch.utils.data.Dataset):
         return index
 
 
-def run_name(algorithm: str, seed: int) -> str:
-    return f"{algorithm}-seed{seed}"
+@dataclass
+class PlannedRun:
+    suite: Suite
+    algorithm: str
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.suite.name}/{run_name(self.algorithm, self.seed)}"
 
 
-def run_benchmark(benchmark: Benchmark, results: Path) -> None:
+@dataclass
+class RunFilter:
+    """Which runs of a benchmark to run: each list empty means all; a run must match every
+    non-empty one. `runs` holds ids as `python -m harness run CONFIG --list` prints them."""
+
+    suites: list[str] = field(default_factory=list)
+    algorithms: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+
+def plan(benchmark: Benchmark, only: RunFilter | None = None) -> list[PlannedRun]:
+    """Every run of the benchmark in the order they run (suite, then seed, then algorithm), less
+    those `only` leaves out. A filter value that matches nothing in the file is a `ValueError`
+    naming the option, as is a selection that leaves no run."""
+    only = only or RunFilter()
+    every = [PlannedRun(s, a, seed) for s in benchmark.suites for seed in s.seeds for a in s.algorithms]
+    for option, wanted, present in (
+        ("--suite", only.suites, {r.suite.name for r in every}),
+        ("--algorithm", only.algorithms, {r.algorithm for r in every}),
+        ("--seed", only.seeds, {r.seed for r in every}),
+        ("--run", only.runs, {r.id for r in every}),
+    ):
+        unknown = [str(w) for w in wanted if w not in present]
+        if unknown:
+            raise ValueError(f"{option}: {', '.join(unknown)} not in this benchmark (it has: {', '.join(sorted(map(str, present)))})")
+    chosen = [
+        r for r in every
+        if (not only.suites or r.suite.name in only.suites)
+        and (not only.algorithms or r.algorithm in only.algorithms)
+        and (not only.seeds or r.seed in only.seeds)
+        and (not only.runs or r.id in only.runs)
+    ]
+    if not chosen:
+        raise ValueError("--suite/--algorithm/--seed/--run: no run of this benchmark matches all of them")
+    return chosen
+
+
+def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = None) -> None:
     quiet_libraries()
+    runs = plan(benchmark, only)
+    progress = Progress(len(runs))
     for suite in benchmark.suites:
+        mine = [r for r in runs if r.suite is suite]
+        if not mine:
+            continue
         reason = suite.task.resolve().unavailable()
         if reason:
             print(f"[{suite.name}] skipped: {suite.task.class_path} {reason}")
+            progress.skip(len(mine))
             continue
-        for seed in suite.seeds:
-            for algorithm in suite.algorithms:
-                run_one(suite, algorithm, seed, results / suite.name, benchmark.cache_dir)
-        if distributed.rank() == 0:
+        for planned in mine:
+            started = time.perf_counter()
+            ran = run_one(suite, planned.algorithm, planned.seed, results / suite.name, benchmark.cache_dir, progress.label())
+            progress.done(time.perf_counter() - started if ran else None)
+        if distributed.rank() == 0 and any((results / suite.name).glob("*/run.json")):
             publish(results / suite.name)
     if distributed.rank() == 0 and any(results.glob("*/*/run.json")):
         publish(results)
+
+
+class Progress:
+    """`(i/n)` for each run, and once a run has finished here, the time the rest should take at
+    the mean pace of the runs finished so far."""
+
+    def __init__(self, total: int):
+        self.total, self.index, self.spent = total, 0, []
+
+    def label(self) -> str:
+        text = f"({self.index + 1}/{self.total})"
+        left = self.total - self.index
+        if self.spent:
+            text += f", about {fmt_duration(left * sum(self.spent) / len(self.spent))} left"
+        return text
+
+    def done(self, seconds: float | None) -> None:
+        """One run over: ran for `seconds`, or None when it was skipped."""
+        self.index += 1
+        if seconds is not None:
+            self.spent.append(seconds)
+
+    def skip(self, count: int) -> None:
+        self.index += count
+
+
+def fmt_duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **group_changes):
@@ -82,25 +171,100 @@ def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **gro
     return module, weights
 
 
-def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path) -> Path:
+def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
+    """Everything that determines a run's records, as JSON values: what its folder records in
+    `spec.json` and a later invocation compares with."""
+    own, groups = suite.algorithm_groups(algorithm)
+    groups["schedule"] = {**asdict(groups["schedule"]), "seed": seed}  # as `build_module` sets it
+    recipe = weights_recipe(suite.model, suite.task_key())
+    spec = {
+        "task": suite.task_key(),
+        "model": asdict(suite.model),
+        "starting_weights": recipe[1] if recipe else suite.model.path,
+        "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
+        "seed": seed,
+        **{name: value if isinstance(value, dict) else asdict(value) for name, value in groups.items()},
+        "trainer": {k: v for k, v in asdict(suite.trainer).items() if k != "checkpoint_every_s"},
+    }
+    return json.loads(json.dumps(spec, default=str))
+
+
+def changed_settings(before: dict, now: dict, prefix: str = "") -> list[str]:
+    """`key: old -> new` for every setting that differs, by dotted path."""
+    out = []
+    for key in sorted(set(before) | set(now), key=str):
+        a, b = before.get(key, "(unset)"), now.get(key, "(unset)")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += changed_settings(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: {a} -> {b}")
+    return out
+
+
+def prepare(run_dir: Path, spec: dict, say) -> str:
+    """What to do with a run folder: "skip" (finished with these settings), "resume" (interrupted,
+    same settings) or "start". A folder whose recorded settings differ from `spec` is moved
+    aside first, never reused or deleted."""
+    recorded = run_dir / "spec.json"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        before = json.loads(recorded.read_text()) if recorded.exists() else None
+        if before != spec:
+            aside = run_dir.parent / ".replaced" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            run_dir.rename(aside)
+            why = changed_settings(before, spec) if before is not None else ["it recorded no settings (spec.json)"]
+            shown = "; ".join(why[:4]) + (f"; and {len(why) - 4} more" if len(why) > 4 else "")
+            say(f"settings changed since it ran ({shown}): the earlier run moved to {aside}, running again")
+    if (run_dir / "run.json").exists():
+        return "skip"
+    write_json(spec, recorded)
+    return "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
+
+
+def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path, position: str = "") -> bool:
+    """Run (or resume) one run into `suite_dir`; False when it was not run here: finished
+    earlier with these settings, or held by another process."""
     run_dir = suite_dir / run_name(algorithm, seed)
-    summary = run_dir / "run.json"
-    if summary.exists():
-        print(f"[{suite.name}] {run_dir.name}: finished earlier, skipped")
-        return run_dir
+
+    def say(text: str) -> None:
+        if distributed.rank() == 0:
+            print(f"[{suite.name}] {run_dir.name} {position}: {text}".replace(" :", ":"), flush=True)
+
+    held = None
+    if distributed.rank() == 0:
+        suite_dir.mkdir(parents=True, exist_ok=True)
+        held = FileLock(suite_dir / f".{run_dir.name}.lock")
+        try:
+            held.acquire(timeout=0)
+            action = prepare(run_dir, run_spec(suite, algorithm, seed), say)
+        except Timeout:
+            held, action = None, "held"
+    else:  # the other processes of a multi-device run follow the first one's folder
+        action = "skip" if (run_dir / "run.json").exists() else "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
+    action = distributed.from_first(action)
+    try:
+        if action in ("skip", "held"):
+            say("finished earlier with these settings, skipped" if action == "skip" else "running in another process, skipped")
+            return False
+        fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
+        return True
+    finally:
+        if held is not None:
+            held.release()
+
+
+def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, resume: bool, say) -> None:
     started = time.perf_counter()
     # Processes after the first of a multi-device run exist from its first fit on: the first
     # builds (and caches) the starting weights, the others then load them.
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
     preparation_s = time.perf_counter() - started
-    task_key, own = suite.task_key(), suite.algorithm_groups(algorithm)[0]
+    suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_groups(algorithm)[0]
     recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
-    resume = recorder.checkpoint_path if recorder.checkpoint_path.exists() else None
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
-    if resume is None and start_key in measured:
+    if not resume and start_key in measured:
         module.evaluations = [{"step": 0, "accuracy": measured[start_key]}]
-    if distributed.rank() == 0:
-        print(f"[{suite.name}] {run_dir.name}: {'resuming' if resume else 'starting'} from {weights}")
+    say(f"{'resuming' if resume else 'starting'} from {weights}")
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
         devices=suite.trainer.devices,
@@ -121,13 +285,15 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
     steps = torch.utils.data.DataLoader(
         StepIndices(module.schedule.steps), batch_size=None, generator=torch.Generator().manual_seed(0)
     )
-    trainer.fit(module, steps, ckpt_path=resume, weights_only=False)
+    trainer.fit(module, steps, ckpt_path=recorder.checkpoint_path if resume else None, weights_only=False)
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
     if not trainer.is_global_zero:
-        return run_dir
+        return
     if start_key not in measured:
-        write_json({**measured, start_key: module.evaluations[0]["accuracy"]}, suite_dir / "start-evaluations.json")
+        with FileLock(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
+            _, measured = start_evaluation(suite_dir, weights, module, task_key)
+            write_json({**measured, start_key: module.evaluations[0]["accuracy"]}, suite_dir / "start-evaluations.json")
     write_json(
         {
             "suite": suite.name,
@@ -137,6 +303,7 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
             "algorithm_class": suite.algorithms[algorithm].class_path,
             "algorithm_args": own,
             "seed": seed,
+            "spec": run_spec(suite, algorithm, seed),
             "model": str(weights),
             "model_name": suite.model.preset or Path(suite.model.path).name,
             "rollouts_per_prompt": module.rollouts_per_prompt,
@@ -148,10 +315,9 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
             "accuracy_after": module.evaluations[-1]["accuracy"],
             **module.hyperparameters(),
         },
-        summary,
+        run_dir / "run.json",
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
-    return run_dir
 
 
 def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> tuple[str, dict[str, float]]:

@@ -1,9 +1,10 @@
 """Leaderboards from run records: one row per (task, algorithm) aggregated over seeds, paired
-against GRPO on the same seeds, as parquet + markdown, with plots beside them."""
+against GRPO on the same seeds, as parquet + markdown, with plots beside them; and publishing:
+a working folder's leaderboards, plots and compact records copied to where they are kept
+(results/ in git)."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
-from harness.records import write_atomic, write_parquet
+from filelock import FileLock
+
+from harness.records import Run, load_runs, publish_records, suite_folders, write_atomic, write_parquet
 
 STAGES = ("sample", "verify", "credit", "update")
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -25,12 +28,10 @@ def ci95(values: pl.Series) -> float | None:
     return T95.get(n - 1, 1.96) * float(values.std()) / math.sqrt(n)
 
 
-def run_table(suite_dir: Path) -> pl.DataFrame:
+def run_table(runs: list[Run]) -> pl.DataFrame:
     """One row per finished run of a suite."""
     rows = []
-    for summary in sorted(suite_dir.glob("*/run.json")):
-        info = json.loads(summary.read_text())
-        metrics = pl.read_parquet(summary.parent / "metrics.parquet")
+    for info, metrics, _ in runs:
         records = metrics["updates"].sum()
         rows.append(
             {
@@ -117,28 +118,48 @@ def markdown(frame: pl.DataFrame) -> str:
 
 def publish(directory: Path) -> pl.DataFrame:
     """Write DIR/leaderboard.{parquet,md} (and plots for a suite folder). DIR is either one
-    suite's folder (runs below it) or a results folder (suites below it)."""
+    suite's folder (runs below it, or its published records) or a folder of suites. Processes
+    that finish runs of the same folder at once publish one after another (a file lock), so the
+    last one's tables hold every run."""
     directory = Path(directory)
-    suite_dirs = [directory] if any(directory.glob("*/run.json")) else [p.parent.parent for p in directory.glob("*/*/run.json")]
-    suite_dirs = sorted(set(suite_dirs))
-    runs = pl.concat([t for d in suite_dirs if (t := run_table(d)).height], how="diagonal_relaxed") if suite_dirs else pl.DataFrame()
-    if runs.is_empty():
+    suite_dirs = suite_folders(directory)
+    if not suite_dirs:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
-    board = aggregate(runs)
-    write_parquet(board, directory / "leaderboard.parquet")
-    shares = [c for c in board.columns if c.endswith("_share")]
-    text = (
-        f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
-        f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
-        f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
-    )
-    if len(suite_dirs) == 1:
-        from harness.plots import plot_suite
+    with FileLock(directory / ".publish.lock"):
+        suites = {d: load_runs(d) for d in suite_dirs}
+        tables = [t for runs in suites.values() if (t := run_table(runs)).height]
+        board = aggregate(pl.concat(tables, how="diagonal_relaxed"))
+        write_parquet(board, directory / "leaderboard.parquet")
+        shares = [c for c in board.columns if c.endswith("_share")]
+        text = (
+            f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
+            f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
+            f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
+        )
+        if suite_dirs == [directory]:
+            from harness.plots import plot_suite
 
-        for image in plot_suite(suite_dirs[0]):
-            text += f"\n![{image.stem}]({image.name})\n"
-    write_atomic(directory / "leaderboard.md", lambda tmp: tmp.write_text(text))
+            for image in plot_suite(directory, suites[directory]):
+                text += f"\n![{image.stem}]({image.name})\n"
+        write_atomic(directory / "leaderboard.md", lambda tmp: tmp.write_text(text))
     return board
+
+
+def publish_to(directory: Path, out: Path) -> pl.DataFrame:
+    """Copy the finished runs of DIR's suites to OUT as compact records (replacing what OUT held
+    of those suites) and publish OUT from those records alone: what git keeps of a benchmark,
+    and the proof that it is enough to publish again. DIR is a folder of suites or one suite."""
+    directory, out = Path(directory), Path(out)
+    suites = suite_folders(directory)
+    if not suites:
+        raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
+    if suites == [directory]:  # one suite: OUT is its published folder
+        publish_records(load_runs(directory), out)
+        return publish(out)
+    for suite_dir in suites:
+        publish_records(load_runs(suite_dir), out / suite_dir.name)
+        publish(out / suite_dir.name)
+    return publish(out)
 
 
 START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"

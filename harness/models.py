@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from filelock import FileLock
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -67,10 +68,11 @@ def load_policy(directory: str | Path, dtype: str = "float32"):
     return model, tokenizer
 
 
-def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Path) -> Path:
-    """The directory of the weights RL starts from, building and caching them if needed."""
+def weights_recipe(model: ModelArgs, task_key: dict) -> tuple[dict, str] | None:
+    """(what determines a run's starting weights, its hash: the cache key), or None when they
+    are `model.path` as it is."""
     if model.preset is None and model.warm_start is None:
-        return Path(model.path)
+        return None
     recipe = {
         "version": WARM_START_VERSION,
         "base": model.path if model.preset is None else {"tiny": tiny_key(model.tiny)},
@@ -81,25 +83,40 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         from algorithms.hp_rlvr import HindsightTemplate
 
         recipe["hindsight_template"] = asdict(HindsightTemplate())
-    key = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    return recipe, hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Path) -> Path:
+    """The directory of the weights RL starts from, building and caching them if needed. Processes
+    that need the same weights at once build them once: the first holds the entry's file lock
+    while it builds, the others wait for it and load what it wrote."""
+    recipe = weights_recipe(model, task_key)
+    if recipe is None:
+        return Path(model.path)
+    recipe, key = recipe
     target = cache_dir / "policies" / key
     if (target / "recipe.json").exists():
         return target
-    staging = target.with_name(key + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    if model.preset == "tiny":
-        save_tiny(model.tiny, staging, corpus=task_corpus(task) if model.tiny.vocabulary else None)
-        base = staging
-    else:
-        base = Path(model.path)
-    if model.warm_start is not None:
-        policy, tokenizer = load_policy(base, model.dtype)
-        report = warm_start(policy, tokenizer, task, model.warm_start)
-        policy.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        recipe["report"] = report
-    (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
-    staging.rename(target)  # atomic: a cache entry is complete or absent
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(target.with_name(key + ".lock")):
+        if (target / "recipe.json").exists():  # built by another process while this one waited
+            return target
+        print(f"building the starting weights {target} (cached for every run that needs them)")
+        staging = target.with_name(key + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        if model.preset == "tiny":
+            save_tiny(model.tiny, staging, corpus=task_corpus(task) if model.tiny.vocabulary else None)
+            base = staging
+        else:
+            base = Path(model.path)
+        if model.warm_start is not None:
+            policy, tokenizer = load_policy(base, model.dtype)
+            report = warm_start(policy, tokenizer, task, model.warm_start)
+            policy.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            recipe["report"] = report
+        (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
+        staging.rename(target)  # atomic: a cache entry is complete or absent
     return target
 
 

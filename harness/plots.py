@@ -3,7 +3,6 @@ gradient norms with exact zeros marked (the records GRPO loses to saturated grou
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -12,17 +11,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
 
-
-def load_runs(suite_dir: Path) -> list[tuple[dict, pl.DataFrame, pl.DataFrame]]:
-    runs = []
-    for summary in sorted(suite_dir.glob("*/run.json")):
-        info = json.loads(summary.read_text())
-        runs.append((info, pl.read_parquet(summary.parent / "metrics.parquet"), pl.read_parquet(summary.parent / "eval.parquet")))
-    return runs
+from harness.records import Run, write_atomic  # noqa: E402
 
 
-def plot_suite(suite_dir: Path) -> list[Path]:
-    runs = load_runs(suite_dir)
+def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     algorithms = sorted({info["algorithm"] for info, _, _ in runs})
     colour = {a: f"C{i}" for i, a in enumerate(algorithms)}
     written = []
@@ -76,8 +68,6 @@ def mean(series: list[list[float]]) -> list[float]:
 
 
 def save(fig, path: Path) -> Path:
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
-    tmp.replace(path)
     return path

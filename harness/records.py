@@ -1,11 +1,13 @@
-"""Writing what a run produced: atomic parquet/JSON writes and the callback that persists each
-step's row right after the checkpoint that contains it."""
+"""What a run produced: atomic parquet/JSON writes, the callback that persists each step's row
+right after the checkpoint that contains it, and reading finished runs back, from their run
+folders or from the compact records that publishing keeps of them."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
+import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -19,12 +21,18 @@ from lightning_utilities.core.apply_func import apply_to_collection
 
 
 def write_atomic(path: Path, write) -> None:
-    """Write through a temporary file in the same folder, then rename: readers see the old file
-    or the new one, never half of one."""
+    """Write through a temporary file of its own in the same folder, then rename: readers see the
+    old file or the new one, never half of one, and two processes writing the same file at once
+    leave one of their files whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_parquet(frame: pl.DataFrame, path: Path) -> None:
@@ -123,3 +131,62 @@ class StepRecorder(L.Callback):
         state = checkpoint["rlvr"]
         write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")
+
+
+# ---- finished runs, read back
+
+Run = tuple[dict, pl.DataFrame, pl.DataFrame]
+"""(run.json's summary, its metrics.parquet: a row a step, its eval.parquet: a row an evaluation)"""
+
+# A published suite keeps its runs as three files instead of a folder each (`publish_records`).
+PUBLISHED = ("runs.json", "steps.parquet", "evaluations.parquet")
+
+
+def suite_folders(directory: Path) -> list[Path]:
+    """The suite folders at or one level below `directory` that hold finished runs."""
+    directory = Path(directory)
+    if is_suite(directory):
+        return [directory]
+    return sorted(d for d in directory.iterdir() if d.is_dir() and is_suite(d)) if directory.is_dir() else []
+
+
+def is_suite(folder: Path) -> bool:
+    return any(folder.glob("*/run.json")) or (folder / PUBLISHED[0]).is_file()
+
+
+def load_runs(suite_dir: Path) -> list[Run]:
+    """Every finished run of a suite, by run name: from its run folders (`<run>/run.json`), or,
+    in a published suite folder, from its compact records."""
+    suite_dir = Path(suite_dir)
+    summaries = sorted(suite_dir.glob("*/run.json"))
+    if summaries:
+        return [
+            (json.loads(s.read_text()), pl.read_parquet(s.parent / "metrics.parquet"), pl.read_parquet(s.parent / "eval.parquet"))
+            for s in summaries
+        ]
+    if not (suite_dir / PUBLISHED[0]).is_file():
+        return []
+    infos = json.loads((suite_dir / PUBLISHED[0]).read_text())
+    steps, evals = (pl.read_parquet(suite_dir / name) for name in PUBLISHED[1:])
+    return [(info, rows_of(steps, name), rows_of(evals, name)) for name, info in sorted(infos.items())]
+
+
+def rows_of(frame: pl.DataFrame, run: str) -> pl.DataFrame:
+    """One run's rows of a suite's records, without the columns only other runs have."""
+    mine = frame.filter(pl.col("run") == run).drop("run")
+    return mine.select(c for c in mine.columns if mine[c].null_count() < mine.height)
+
+
+def publish_records(runs: list[Run], out_dir: Path) -> None:
+    """Write a suite's finished runs as the compact records `load_runs` reads: what the
+    leaderboard and plots need, without checkpoints and logs. Replaces what `out_dir` held."""
+    names = [run_name(info["algorithm"], info["seed"]) for info, _, _ in runs]
+    write_json(dict(zip(names, (info for info, _, _ in runs))), out_dir / PUBLISHED[0])
+    for index, name in ((1, "steps"), (2, "evaluations")):
+        frames = [run[index].with_columns(run=pl.lit(label)) for label, run in zip(names, runs)]
+        write_parquet(pl.concat(frames, how="diagonal_relaxed"), out_dir / PUBLISHED[index])
+
+
+def run_name(algorithm: str, seed: int) -> str:
+    """A run's folder in its suite's folder, and its name in the suite's records."""
+    return f"{algorithm}-seed{seed}"

@@ -108,7 +108,7 @@ class AlfworldTask(Task):
     @classmethod
     def unavailable(cls) -> str | None:
         missing = [m for m in ("alfworld", "textworld", "fast_downward") if importlib.util.find_spec(m) is None]
-        return f"needs the alfworld extra (pip install -e '.[alfworld]'); missing: {', '.join(missing)}" if missing else None
+        return f"needs alfworld and textworld, which the harness installs (pip install -e .); missing: {', '.join(missing)}" if missing else None
 
     # ---- problems
 
@@ -177,7 +177,7 @@ class AlfworldTask(Task):
             admissible, won = result.admissible, result.won
             turns.append((command, answer_text(result.observation, result.done, result.admissible, self.show_admissible)))
         transcript = Transcript(prompt, tuple(turns), won)
-        tmp = cached.with_suffix(".tmp")
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
         tmp.write_text(json.dumps({"prompt": prompt, "turns": turns, "won": won}))
         tmp.replace(cached)
         return transcript

@@ -17,7 +17,7 @@ kept small so that a tiny model can read it, objects placed where ALFRED's own r
 
 The prompt ALFWorld agents usually see is `f"{observation}\\n\\nYour task is to: {task}."`.
 
-Install (see pyproject's `alfworld` extra): `pip install -e ".[alfworld]"`; it compiles
+alfworld and textworld are dependencies of the harness: `pip install -e .` compiles
 fast-downward's planner (C++, a minute or two) and pulls jericho/spacy, which TextWorld imports
 but the PDDL path never uses; no torch.
 """
@@ -138,7 +138,7 @@ class StepResult(NamedTuple):
 # The alfworld package's data (imported lazily: this module imports without alfworld)
 
 
-_INSTALL = "the ALFWorld task needs the `alfworld` extra: pip install -e '.[alfworld]'"
+_INSTALL = "the ALFWorld task needs alfworld and textworld, which the harness installs: pip install -e ."
 
 
 @functools.cache

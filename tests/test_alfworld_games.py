@@ -1,5 +1,4 @@
-"""The text-level ALFWorld layer: generator, official-data loader, environment. Skipped where the
-`alfworld` extra is not installed (it needs alfworld, textworld and fast-downward's planner)."""
+"""The text-level ALFWorld layer: generator, official-data loader, environment."""
 
 from __future__ import annotations
 
@@ -10,11 +9,6 @@ from pathlib import Path
 import pytest
 
 from tasks import alfworld_games as ag
-
-# The module imports without the extra; playing needs all three.
-pytest.importorskip("alfworld")
-pytest.importorskip("textworld")
-pytest.importorskip("fast_downward")
 
 COUNT = 12  # two games of each task type
 

@@ -1,16 +1,13 @@
 """ALFWorld as a multi-turn task: masks cover exactly the commands, the row is what the policy
-sampled, the hindsight view scores commands only (skipped without the `alfworld` extra)."""
+sampled, the hindsight view scores commands only."""
 
 import pytest
 import torch
 
-pytest.importorskip("alfworld")
-pytest.importorskip("textworld")
-
-from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs  # noqa: E402
-from harness.models import load_policy  # noqa: E402
-from tasks.alfworld import _ROLLOUT_POOLS, AlfworldTask, split_demonstration  # noqa: E402
-from tests.test_engine import peaked  # noqa: E402
+from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs
+from harness.models import load_policy
+from tasks.alfworld import _ROLLOUT_POOLS, AlfworldTask, split_demonstration
+from tests.test_engine import peaked
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,156 @@
+"""The driver as a researcher with many jobs uses it: selecting runs, listing them, reruns when
+settings change, several processes on one results folder, and publishing compact records."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from harness.__main__ import main
+from harness.driver import Progress, changed_settings
+from test_e2e import suite
+
+TESTS = Path(__file__).parent
+
+
+def write_config(path: Path, suites: list[dict], cache: Path) -> Path:
+    path.write_text(yaml.safe_dump({"cache_dir": str(cache), "suites": suites}))
+    return path
+
+
+def two_suites() -> list[dict]:
+    first = suite("math", "tasks.math.MathTask", steps=2)
+    first["algorithms"]["hp_rlvr"] = {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}}
+    first["seeds"] = [0, 1]
+    second = suite("other", "tasks.math.MathTask", steps=2)
+    return [first, second]
+
+
+def test_list_prints_one_run_id_a_line_and_filters_select(tmp_path, capsys):
+    config = write_config(tmp_path / "b.yaml", two_suites(), tmp_path / "cache")
+    assert main(["run", str(config), "--list"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "math/grpo-seed0", "math/hp_rlvr-seed0", "math/grpo-seed1", "math/hp_rlvr-seed1", "other/grpo-seed0",
+    ]
+    assert main(["run", str(config), "--list", "--suite", "math", "--algorithm", "hp_rlvr"]) == 0
+    assert capsys.readouterr().out.split() == ["math/hp_rlvr-seed0", "math/hp_rlvr-seed1"]
+    assert main(["run", str(config), "--list", "--seed", "1", "--run", "math/grpo-seed1", "--run", "other/grpo-seed0"]) == 0
+    assert capsys.readouterr().out.split() == ["math/grpo-seed1"]
+    assert not (tmp_path / "cache").exists()  # listing builds nothing
+
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        (["--suite", "maths"], "--suite: maths not in this benchmark (it has: math, other)"),
+        (["--algorithm", "ppo"], "--algorithm: ppo not in this benchmark (it has: grpo, hp_rlvr)"),
+        (["--seed", "7"], "--seed: 7 not in this benchmark (it has: 0, 1)"),
+        (["--run", "math/grpo-seed9"], "--run: math/grpo-seed9 not in this benchmark"),
+        (["--suite", "other", "--algorithm", "hp_rlvr"], "no run of this benchmark matches all of them"),
+    ],
+)
+def test_a_filter_that_matches_nothing_is_one_line_and_exit_2(tmp_path, capsys, option, expected):
+    config = write_config(tmp_path / "b.yaml", two_suites(), tmp_path / "cache")
+    assert main(["run", str(config), *option]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1
+
+
+def test_progress_counts_every_run_and_estimates_from_the_runs_done():
+    progress = Progress(4)
+    assert progress.label() == "(1/4)"  # nothing finished yet: no estimate
+    progress.done(None)  # skipped: counts, but says nothing of the pace
+    assert progress.label() == "(2/4)"
+    progress.done(120.0)
+    assert progress.label() == "(3/4), about 4 min left"  # 2 runs at 120 s
+    progress.done(40.0)
+    assert progress.label() == "(4/4), about 80 s left"
+
+
+def test_changed_settings_are_named_by_their_path():
+    before = {"optim": {"lr": 1e-5, "warmup_steps": 10}, "seed": 0}
+    now = {"optim": {"lr": 2e-5, "warmup_steps": 10}, "seed": 0, "new": 1}
+    assert changed_settings(before, now) == ["new: (unset) -> 1", "optim.lr: 1e-05 -> 2e-05"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_settings_changed_runs_again_and_the_old_one_is_kept(tmp_path, capsys):
+    spec = suite("math", "tasks.math.MathTask", steps=2)
+    config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
+    results = tmp_path / "runs"
+    assert main(["run", str(config), "--results", str(results)]) == 0
+    run = results / "math" / "grpo-seed0"
+    first = pl.read_parquet(run / "metrics.parquet")
+    assert json.loads((run / "spec.json").read_text())["schedule"]["steps"] == 2
+    capsys.readouterr()
+    assert main(["run", str(config), "--results", str(results)]) == 0  # same settings: reused
+    assert "[math] grpo-seed0 (1/1): finished earlier with these settings, skipped" in capsys.readouterr().out
+    spec["schedule"]["steps"] = 3
+    spec["optim"] = {"lr": 1e-4}
+    write_config(config, [spec], tmp_path / "cache")
+    assert main(["run", str(config), "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "settings changed since it ran (optim.lr: 5e-05 -> 0.0001; schedule.steps: 2 -> 3)" in out
+    assert pl.read_parquet(run / "metrics.parquet")["step"].to_list() == [1, 2, 3]
+    (kept,) = (results / "math" / ".replaced").iterdir()
+    assert pl.read_parquet(kept / "metrics.parquet").equals(first)  # nothing lost
+    board = pl.read_parquet(results / "math" / "leaderboard.parquet")
+    assert board["steps"].to_list() == [3]  # the replaced run is not on the leaderboard
+
+
+@pytest.mark.slow
+def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
+    spec = suite("math", "tasks.math.MathTask", steps=2)
+    spec["algorithms"]["hp_rlvr"] = {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}}
+    config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
+    runs, published = tmp_path / "runs", tmp_path / "results"
+    assert main(["run", str(config), "--results", str(runs)]) == 0
+    assert main(["leaderboard", str(runs), "--publish", str(published)]) == 0
+    suite_dir = published / "math"
+    assert sorted(p.name for p in suite_dir.iterdir() if not p.name.startswith(".")) == [
+        "curves.png", "evaluations.parquet", "grad_norms.png", "leaderboard.md", "leaderboard.parquet", "runs.json", "steps.parquet",
+    ]
+    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(pl.read_parquet(runs / "math" / "leaderboard.parquet"))
+    assert (published / "leaderboard.md").read_text().replace("results", "runs") == (runs / "leaderboard.md").read_text()
+    # published again from the records alone, with the run folders gone
+    for path in (suite_dir / "leaderboard.parquet", published / "leaderboard.md"):
+        path.unlink()
+    assert main(["leaderboard", str(published)]) == 0
+    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(pl.read_parquet(runs / "math" / "leaderboard.parquet"))
+    assert not any(published.glob("*/*/run.json"))  # nothing here for a rerun to take as finished
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_suite_build_one_warm_start_and_both_finish(tmp_path):
+    spec = suite("pair", "test_e2e.ParityReward", steps=2)
+    spec["model"]["warm_start"]["steps"] = 300  # long enough that the second process must wait for it
+    spec["algorithms"]["hp_rlvr"] = {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}}
+    config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
+    results = tmp_path / "runs"
+    # one core each: two processes with two threads each on two cores run many times slower
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]), "OMP_NUM_THREADS": "1"}
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "harness", "run", str(config), "--results", str(results), "--algorithm", algorithm],
+            cwd=TESTS.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for algorithm in ("grpo", "hp_rlvr")
+    ]
+    outputs = [job.communicate(timeout=600) for job in jobs]
+    for job, (out, err) in zip(jobs, outputs):
+        assert job.returncode == 0, err[-3000:]
+    said = "".join(out for out, _ in outputs)
+    assert said.count("building the starting weights") == 1, said
+    (entry,) = [p for p in (tmp_path / "cache" / "policies").iterdir() if p.suffix != ".lock"]  # none half-built
+    assert (entry / "recipe.json").exists()
+    for algorithm in ("grpo", "hp_rlvr"):
+        info = json.loads((results / "pair" / f"{algorithm}-seed0" / "run.json").read_text())
+        assert info["model"] == str(entry)
+    board = pl.read_parquet(results / "pair" / "leaderboard.parquet")
+    assert sorted(board["algorithm"]) == ["grpo", "hp_rlvr"]
+    assert sorted(pl.read_parquet(results / "leaderboard.parquet")["algorithm"]) == ["grpo", "hp_rlvr"]
