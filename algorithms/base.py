@@ -16,11 +16,14 @@ from typing import Any, Literal, Sequence
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.strategies import FSDPStrategy
 from torch import Tensor
 
-from harness import distributed
-from harness.memory import peak_mb, reset_peak
-from harness.engine import RolloutEngine, Rollouts, SamplingArgs, concatenate, sequence_logprobs
+from rollout import distributed
+from rollout.batch import Rollouts, concatenate
+from rollout.decoding import RolloutEngine, SamplingArgs
+from rollout.memory import peak_mb, reset_peak
+from rollout.scoring import masked_mean, sequence_logprobs
 from tasks.base import Problem, Task
 
 
@@ -61,12 +64,15 @@ class EvalArgs:
 class Schedule:
     steps: int = 100
     prompts_per_step: int = 16
-    seed: int = 0
     prompt_pool: int | None = None
     """RL draws its prompts from the first `prompt_pool` training problems (None: all of them).
     A pool smaller than steps x prompts_per_step makes prompts recur, as epochs over a
     fixed dataset do: what HP-RLVR's per-prompt historical baseline needs to be more than the
     task-wide mean. The warm start still sees every training problem."""
+
+
+STAGES = ("sample", "verify", "credit", "update")
+"""The timed stages of a step (`timing_s/<stage>` in its record); recording is the fifth."""
 
 
 def prompt_stream(problems: Sequence[Problem], seed: int, step: int, count: int) -> list[Problem]:
@@ -77,9 +83,9 @@ def prompt_stream(problems: Sequence[Problem], seed: int, step: int, count: int)
 
 
 class RLVRModule(L.LightningModule):
-    """Base of every algorithm. Subclasses set `rollouts_per_prompt` and implement `credit`."""
+    """Base of every algorithm. Subclasses set `group_size` and implement `credit`."""
 
-    rollouts_per_prompt: int = 1
+    group_size: int = 1
 
     def __init__(
         self,
@@ -91,8 +97,11 @@ class RLVRModule(L.LightningModule):
         optim: OptimArgs = OptimArgs(),
         update: UpdateArgs = UpdateArgs(),
         evaluation: EvalArgs = EvalArgs(),
+        seed: int = 0,
     ):
+        """`seed`: the run's seed (the suite's `seeds`): the prompt stream's and the samplers'."""
         super().__init__()
+        self.seed = seed
         self.automatic_optimization = False  # several updates per step, each norm recorded
         self.policy, self.tokenizer, self.task = policy, tokenizer, task
         self.schedule, self.sampling, self.optim_args = schedule, sampling, optim
@@ -121,11 +130,19 @@ class RLVRModule(L.LightningModule):
         """Per-token log-probs [N, L] under the current policy (with gradient) and any other
         per-token outputs of the same forward pass (PPO's values). A group's shared prompt runs
         through the trunk once."""
-        logprobs = sequence_logprobs(
-            self.policy, batch.input_ids, batch.attention_mask, self.sampling.temperature, batch.eligible,
-            group=self.rollouts_per_prompt,
+        return self.eligible_logprobs(self.policy, batch), {}
+
+    def eligible_logprobs(self, model, batch: Rollouts) -> Tensor:
+        """[N, L] log-probs of `batch`'s eligible tokens under `model` at the sampling
+        temperature (0 elsewhere), each group's shared prompt run once."""
+        return sequence_logprobs(
+            model,
+            batch.input_ids,
+            batch.attention_mask,
+            self.sampling.temperature,
+            batch.eligible,
+            group_size=self.group_size,
         )
-        return logprobs, {}
 
     def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         """Loss terms beyond the surrogate (PPO's value loss); none by default."""
@@ -133,20 +150,31 @@ class RLVRModule(L.LightningModule):
 
     # ------------------------------------------------------------------ the step
 
+    @contextmanager
+    def stage(self, timing: dict[str, float], name: str):
+        """Time one stage of the step into `timing[name]` (`harness bench` wraps this to split
+        each stage further)."""
+        start = time.perf_counter()
+        yield
+        timing[name] = time.perf_counter() - start
+
     def training_step(self, batch: Any, batch_idx: int) -> None:
         timing: dict[str, float] = {}
         started = time.perf_counter()
         problems = prompt_stream(
-            self.task.train_problems()[: self.schedule.prompt_pool], self.schedule.seed, self.rl_step, self.schedule.prompts_per_step
+            self.task.train_problems()[: self.schedule.prompt_pool],
+            self.seed,
+            self.rl_step,
+            self.schedule.prompts_per_step,
         )
         problems = distributed.shard(problems)  # this process's prompts (all of them on one device)
-        with timed(timing, "sample"):
-            rollouts = self.task.rollout(self.engine, problems, self.rollouts_per_prompt)
-        with timed(timing, "verify"):
+        with self.stage(timing, "sample"):
+            rollouts = self.task.rollout(self.engine, problems, self.group_size)
+        with self.stage(timing, "verify"):
             rollouts.verdicts = self.task.verify_all(rollouts)
-        with timed(timing, "credit"):
+        with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(rollouts)
-        with timed(timing, "update"):
+        with self.stage(timing, "update"):
             update_stats = self.update(rollouts, advantages)
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
@@ -163,26 +191,28 @@ class RLVRModule(L.LightningModule):
         scalars = {k: float(v) for k, v in row.items() if isinstance(v, (int, float))}
         for logger in self.loggers:
             logger.log_metrics(scalars, step=self.rl_step)
-        self.log_dict({k: v for k, v in scalars.items() if k in ("reward", "eval/accuracy")}, on_step=True, prog_bar=True, logger=False)
+        self.log_dict(
+            {k: v for k, v in scalars.items() if k in ("reward", "eval/accuracy")},
+            on_step=True,
+            prog_bar=True,
+            logger=False,
+        )
         if self.rl_step >= self.schedule.steps:
             self.trainer.should_stop = True
 
     # ------------------------------------------------------------------ stage 4: shared update
 
     def update(self, rollouts: Rollouts, advantages: Tensor) -> dict[str, Any]:
-        args, k = self.update_args, self.rollouts_per_prompt
+        args, group_size = self.update_args, self.group_size
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
-        groups = torch.arange(len(rollouts)).view(-1, k)  # rows of one prompt stay together
+        groups = torch.arange(len(rollouts)).view(-1, group_size)  # rows of one prompt stay together
         chunks = [c.reshape(-1) for c in groups.chunk(args.minibatches)]
         rollouts.token_data["advantages"] = advantages
         single_update = args.minibatches == 1 and args.epochs == 1
         if not single_update:
             # pi_old must be the snapshot that sampled, for every mini-batch after the first.
             with torch.no_grad():
-                rollouts.token_data["old_logprobs"] = sequence_logprobs(
-                    self.policy, rollouts.input_ids, rollouts.attention_mask, self.sampling.temperature, rollouts.eligible,
-                    group=k,
-                )
+                rollouts.token_data["old_logprobs"] = self.eligible_logprobs(self.policy, rollouts)
         norms, losses, clipped, extras = [], [], [], []
         for _ in range(args.epochs):
             for index in chunks:
@@ -225,7 +255,7 @@ class RLVRModule(L.LightningModule):
         strategy = self.trainer.strategy
         if isinstance(strategy, distributed.RolloutDDP):
             distributed.average_gradients(list(self.parameters()))
-        if type(strategy).__name__ == "FSDPStrategy":
+        if isinstance(strategy, FSDPStrategy):
             # sharded gradients: the wrapper computes the norm over all shards
             return strategy.model.clip_grad_norm_(self.optim_args.max_grad_norm)
         return torch.nn.utils.clip_grad_norm_(self.parameters(), self.optim_args.max_grad_norm)
@@ -242,20 +272,16 @@ class RLVRModule(L.LightningModule):
         if self.update_args.loss_aggregation == "token-mean":
             loss = (per_token * mask).sum() / max(tokens if tokens is not None else float(mask.sum()), 1.0)
         else:
-            loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+            loss = masked_mean(per_token, mask, -1).mean()
         clipped = ((ratio - 1).abs() > eps) & eligible
-        return loss, float(clipped.sum() / eligible.sum().clamp(min=1))
+        return loss, float(masked_mean(clipped, eligible))
 
     def kl_to_reference(self, batch: Rollouts, logprobs: Tensor) -> Tensor:
         with torch.no_grad():
-            ref = sequence_logprobs(
-                self.reference, batch.input_ids, batch.attention_mask, self.sampling.temperature, batch.eligible,
-                group=self.rollouts_per_prompt,
-            )
+            ref = self.eligible_logprobs(self.reference, batch)
         log_ratio = ref - logprobs
         k3 = torch.exp(log_ratio) - log_ratio - 1
-        mask = batch.eligible.float()
-        return (k3 * mask).sum() / mask.sum().clamp(min=1)
+        return masked_mean(k3, batch.eligible)
 
     # ------------------------------------------------------------------ stage 5: record
 
@@ -267,14 +293,13 @@ class RLVRModule(L.LightningModule):
             "step": self.rl_step,
             "wall_clock_s": self.wall_clock_s,
             **{f"timing_s/{k}": v for k, v in timing.items()},
-            "prompts": len(rollouts) // self.rollouts_per_prompt,
+            "prompts": len(rollouts) // self.group_size,
             # which prompts, so that a pair can be checked from the records alone
-            "prompt_ids": [p.id for p in rollouts.problems[:: self.rollouts_per_prompt]],
-            "rollouts_per_prompt": self.rollouts_per_prompt,
+            "prompt_ids": [p.id for p in rollouts.problems[:: self.group_size]],
+            "group_size": self.group_size,
             "rollouts": len(rollouts),
             "rollouts_total": self.rollouts_total,
             "tokens/generated": int(lengths.sum()),
-            "tokens/eligible": int(eligible.sum()),
             "completions/mean_length": float(lengths.mean()),
             "completions/max_length": float(lengths.max()),
             "completions/clipped_ratio": float(
@@ -282,13 +307,12 @@ class RLVRModule(L.LightningModule):
             ),
             "reward": float(rewards.mean()),
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
-            "credit/mean_abs_advantage": float(advantages.abs().sum() / eligible.sum().clamp(min=1)),
-            "credit/frac_tokens_zero_advantage": float(((advantages == 0) & eligible).sum() / eligible.sum().clamp(min=1)),
+            "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
+            "credit/frac_tokens_zero_advantage": float(masked_mean(advantages == 0, eligible)),
             "memory/peak_mb": peak_mb(),
         }
-        k = self.rollouts_per_prompt
-        if k > 1:
-            grouped = rewards.view(-1, k)
+        if self.group_size > 1:
+            grouped = rewards.view(-1, self.group_size)
             saturated = grouped.max(1).values == grouped.min(1).values
             row["frac_reward_zero_std"] = float(saturated.float().mean())
             row["frac_reward_all_correct"] = float((saturated & (grouped[:, 0] == 1)).float().mean())
@@ -330,7 +354,7 @@ class RLVRModule(L.LightningModule):
         reset_peak()
         if distributed.rank() > 0 and not self._rng_restored:
             # Every process starts from the same seed; the others must not draw the same samples.
-            seed = self.schedule.seed * 1_000_003 + distributed.rank()
+            seed = self.seed * 1_000_003 + distributed.rank()
             torch.manual_seed(seed)
             random.seed(seed)
             np.random.seed(seed % 2**32)
@@ -386,7 +410,9 @@ class RLVRModule(L.LightningModule):
         rng = state["rng"]
         if isinstance(rng, list):
             if len(rng) != distributed.world_size():
-                raise RuntimeError(f"the checkpoint was written by {len(rng)} processes; resume it with as many devices")
+                raise RuntimeError(
+                    f"the checkpoint was written by {len(rng)} processes; resume it with as many devices"
+                )
             rng = rng[distributed.rank()]
         torch.set_rng_state(rng["torch"])
         random.setstate(rng["python"])
@@ -406,10 +432,3 @@ class RLVRModule(L.LightningModule):
 def nan_mean(values: Sequence[float]) -> float:
     finite = [v for v in values if not np.isnan(v)]
     return float(np.mean(finite)) if finite else float("nan")
-
-
-@contextmanager
-def timed(timing: dict[str, float], stage: str):
-    start = time.perf_counter()
-    yield
-    timing[stage] = time.perf_counter() - start

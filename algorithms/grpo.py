@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from algorithms.base import RLVRModule
-from harness.engine import Rollouts
+from rollout.batch import Rollouts
 
 
 def group_advantages(rewards: Tensor, eps: float = 1e-4, scale_by_std: bool = True) -> Tensor:
@@ -32,11 +32,11 @@ class GRPO(RLVRModule):
         if group_size < 2:
             raise ValueError("group_size: a GRPO group needs at least 2 rollouts")
         super().__init__(**base)
-        self.rollouts_per_prompt = group_size
+        self.group_size = group_size
         self.scale_by_std, self.eps = scale_by_std, eps
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
-        per_rollout = group_advantages(
-            rollouts.rewards.view(-1, self.rollouts_per_prompt), self.eps, self.scale_by_std
-        ).view(-1, 1)
+        per_rollout = group_advantages(rollouts.rewards.view(-1, self.group_size), self.eps, self.scale_by_std).view(
+            -1, 1
+        )
         return per_rollout * rollouts.eligible, {}

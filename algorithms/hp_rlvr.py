@@ -30,8 +30,10 @@ import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
-from harness import distributed
-from harness.engine import Rollouts, left_padded, position_ids
+from rollout import distributed
+from rollout.batch import Rollouts, left_padded, position_ids
+from rollout.decoding import eval_mode
+from rollout.scoring import masked_mean
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
 F = torch.nn.functional
@@ -85,7 +87,9 @@ class BaselineArgs:
 
 
 @torch.no_grad()
-def jsd_weights(causal_logits: Tensor, hindsight_logits: Tensor, temperature: float = 1.0, chunk_size: int = 128) -> Tensor:
+def jsd_weights(
+    causal_logits: Tensor, hindsight_logits: Tensor, temperature: float = 1.0, chunk_size: int = 128
+) -> Tensor:
     """logits [..., V] (same shape) -> normalized JSD per position [...], float32 in [0, 1].
 
         P = softmax(causal / T),  Q = softmax(hindsight / T),  M = (P + Q) / 2
@@ -174,7 +178,12 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
     rows, spans, causal, hindsight, segment_of = [], [], [], [], []
     # Every rollout's feedback (and the template's pieces) tokenized in one call: one call per
     # text cost more than the rest of building the views (~80 us each on a 32-rollout step).
-    texts = list(dict.fromkeys([template.open, template.close, template.truncated] + [template.feedback + v.feedback for v in rollouts.verdicts]))
+    texts = list(
+        dict.fromkeys(
+            [template.open, template.close, template.truncated]
+            + [template.feedback + v.feedback for v in rollouts.verdicts]
+        )
+    )
     memo: dict[str, list[int]] = dict(zip(texts, tokenizer(texts, add_special_tokens=False).input_ids))
 
     def encode(text: str) -> list[int]:
@@ -182,7 +191,11 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
             memo[text] = tokenizer(text, add_special_tokens=False).input_ids
         return memo[text]
 
-    all_ids, all_mask, all_eligible = rollouts.input_ids.tolist(), rollouts.attention_mask.tolist(), rollouts.eligible.tolist()
+    all_ids, all_mask, all_eligible = (
+        rollouts.input_ids.tolist(),
+        rollouts.attention_mask.tolist(),
+        rollouts.eligible.tolist(),
+    )
     for i, (ids, attended, eligible) in enumerate(zip(all_ids, all_mask, all_eligible)):
         cols = [c for c, e in enumerate(eligible) if e]
         if not cols:
@@ -207,13 +220,21 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
     device = rollouts.input_ids.device
     as_tensor = lambda pairs, k: torch.tensor([p[k] for p in pairs], device=device)  # noqa: E731
     return HindsightBatch(
-        input_ids, mask, as_tensor(causal, 0), as_tensor(causal, 1), as_tensor(hindsight, 0),
-        as_tensor(hindsight, 1), torch.tensor(segment_of, device=device), spans,
+        input_ids,
+        mask,
+        as_tensor(causal, 0),
+        as_tensor(causal, 1),
+        as_tensor(hindsight, 0),
+        as_tensor(hindsight, 1),
+        torch.tensor(segment_of, device=device),
+        spans,
     )
 
 
 @torch.no_grad()
-def next_token_hidden(model, input_ids: Tensor, attention_mask: Tensor, rows: Tensor, cols: Tensor, max_tokens: int) -> Tensor:
+def next_token_hidden(
+    model, input_ids: Tensor, attention_mask: Tensor, rows: Tensor, cols: Tensor, max_tokens: int
+) -> Tensor:
     """Final hidden states that predict the tokens at (rows, cols), i.e. taken at cols - 1.
     Only these are projected to the vocabulary later, so no [B, T, V] tensor is ever built.
 
@@ -295,7 +316,7 @@ class HistoricalBaseline:
 
 
 class HPRLVR(RLVRModule):
-    rollouts_per_prompt = 1
+    group_size = 1
 
     def __init__(
         self,
@@ -330,23 +351,25 @@ class HPRLVR(RLVRModule):
         else:
             weights, stats = self.hindsight_weights(rollouts)
             if self.weighting == "mean-rescaled":
-                mean = (weights.sum(-1, keepdim=True) / rollouts.eligible.sum(-1, keepdim=True).clamp(min=1)).clamp(min=1e-8)
+                mean = masked_mean(weights, rollouts.eligible, -1, keepdim=True).clamp(min=1e-8)
                 weights = (weights / mean).clamp(max=self.rescale_clip) * rollouts.eligible
         advantages = weights * (rewards - baseline)[:, None]  # A_t = w_t (r - b(x))
         stats["credit/baseline_mean"] = float(baseline.mean())
         stats["credit/baseline_prompts"] = len(self.baseline.counts)
-        stats["credit/weight_mean"] = float(weights.sum() / rollouts.eligible.sum().clamp(min=1))
+        stats["credit/weight_mean"] = float(masked_mean(weights, rollouts.eligible))
         return advantages, stats
 
     @torch.no_grad()
     def hindsight_weights(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         views = hindsight_views(rollouts, self.segments, self.tokenizer, self.template)
-        was_training = self.policy.training
-        self.policy.eval()
         slots = self.scoring_tokens
-        causal_h = next_token_hidden(self.policy, rollouts.input_ids, rollouts.attention_mask, views.causal_rows, views.causal_cols, slots)
-        hindsight_h = next_token_hidden(self.policy, views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols, slots)
-        self.policy.train(was_training)
+        with eval_mode(self.policy):
+            causal_h = next_token_hidden(
+                self.policy, rollouts.input_ids, rollouts.attention_mask, views.causal_rows, views.causal_cols, slots
+            )
+            hindsight_h = next_token_hidden(
+                self.policy, views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols, slots
+            )
         head = self.policy.get_output_embeddings()
         temperature = self.sampling.temperature
         realized = rollouts.input_ids[views.causal_rows, views.causal_cols]
@@ -411,7 +434,9 @@ def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, seg
     if wrong_text is None:
         realized, targets, feedback = right, right, task.verify_trusted(problem, problem.demonstration).feedback
     else:
-        _, realized, trainable = completion_tokens(task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer)
+        _, realized, trainable = completion_tokens(
+            task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer
+        )
         slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
         targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
         feedback = task.verify_trusted(problem, wrong_text).feedback
@@ -428,27 +453,3 @@ def completion_tokens(task, problem, tokenizer) -> tuple[list[int], list[int], l
     ids, labels = task.supervised_example(problem, tokenizer)
     first = next(i for i, label in enumerate(labels) if label != -100)
     return ids[:first], ids[first:], [label != -100 for label in labels[first:]]
-
-
-def render_example(segments: int = 4, segment: int = 1, seed: int = 3) -> str:
-    """What the model sees for one scored segment of a failed math rollout (for the README):
-    `python -m algorithms.hp_rlvr`."""
-    from harness.tiny import build_tokenizer
-    from tasks.math import MathTask
-
-    tokenizer, task = build_tokenizer(), MathTask(train_size=20, eval_size=5)
-    problem = task.train_problems()[seed]
-    completion = task.corrupt(problem, random.Random(seed))
-    ids = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-    a, b = segment_bounds(0, len(ids), segments)[segment]
-    block = render_block(tokenizer, HindsightTemplate(), ids[b:], task.verify(problem, completion).feedback)
-    context = tokenizer.decode(block) + problem.prompt + tokenizer.decode(ids[:a])
-    return (
-        f"rollout:  {problem.prompt!r} -> {completion!r}\n"
-        f"segment {segment} of {segments} (tokens {a}..{b - 1}): {tokenizer.decode(ids[a:b])!r}\n"
-        f"hindsight context before its first token:\n{context}|"
-    )
-
-
-if __name__ == "__main__":
-    print(render_example())

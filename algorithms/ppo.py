@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
-from harness.engine import Rollouts, logprobs_at, position_ids
+from rollout.batch import Rollouts, position_ids
+from rollout.scoring import logprobs_at, masked_mean
 
 
 def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
@@ -59,7 +60,7 @@ def explained_variance(predicted: Tensor, target: Tensor) -> float:
 
 
 class PPO(RLVRModule):
-    rollouts_per_prompt = 1
+    group_size = 1
 
     def __init__(
         self,
@@ -94,15 +95,21 @@ class PPO(RLVRModule):
         lr = self.value_lr if self.value_lr is not None else 10 * self.optim_args.lr
         return [{"params": list(self.value_head.parameters()), "lr": lr}]
 
-    def forward_with_values(self, input_ids: Tensor, attention_mask: Tensor, eligible: Tensor | None) -> tuple[Tensor | None, Tensor]:
+    def forward_with_values(
+        self, input_ids: Tensor, attention_mask: Tensor, eligible: Tensor | None
+    ) -> tuple[Tensor | None, Tensor]:
         """(log-probs [N, L] at the eligible tokens, values [N, L]) from one pass through the
         trunk. Column t's value is the head on the state that predicts token t, i.e. V before
         acting at t. eligible=None: values only (the credit stage needs no vocabulary projection)."""
         hidden = self.policy.base_model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
-        logprobs = None if eligible is None else logprobs_at(
-            self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature
+        logprobs = (
+            None
+            if eligible is None
+            else logprobs_at(
+                self.policy.get_output_embeddings(), hidden, input_ids, eligible, self.sampling.temperature
+            )
         )
         features = hidden[:, :-1] if self.value_trunk_gradient else hidden[:, :-1].detach()
         values = self.value_head(features).squeeze(-1)
@@ -142,6 +149,9 @@ class PPO(RLVRModule):
         returns, mask = batch.token_data["returns"], batch.eligible.float()
         clipped = old + (values - old).clamp(-self.value_clip, self.value_clip)
         per_token = 0.5 * torch.maximum((values - returns) ** 2, (clipped - returns) ** 2)
-        value_loss = (per_token * mask).sum() / mask.sum().clamp(min=1)
-        clip_frac = (((values - old).abs() > self.value_clip).float() * mask).sum() / mask.sum().clamp(min=1)
-        return self.value_coef * value_loss, {"ppo/value_loss": float(value_loss.detach()), "ppo/value_clip_frac": float(clip_frac)}
+        value_loss = masked_mean(per_token, mask)
+        clip_frac = masked_mean(((values - old).abs() > self.value_clip).float(), mask)
+        return self.value_coef * value_loss, {
+            "ppo/value_loss": float(value_loss.detach()),
+            "ppo/value_clip_frac": float(clip_frac),
+        }

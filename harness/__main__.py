@@ -9,31 +9,59 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    # The harness tokenizes a handful of short texts at a time, between model calls (an ALFWorld
-    # turn's answers): the Rust tokenizer's thread pool then waits for cores that torch's threads
-    # and the game workers hold, and an ALFWorld rollout spent 2-13 ms, not 2-3, in the tokenizer.
+    # The harness tokenizes a few short texts at a time between model calls: the Rust tokenizer's
+    # thread pool would wait for cores that torch's threads and the game workers hold.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the suites of a benchmark file (or some of its runs), then their leaderboards")
+    run = commands.add_parser(
+        "run", help="run the suites of a benchmark file (or some of its runs), then their leaderboards"
+    )
     run.add_argument("config", type=Path)
-    run.add_argument("--results", type=Path, default=Path("runs"), help="where runs and their leaderboards go (default: runs/, git-ignored)")
-    run.add_argument("--list", action="store_true", help="print the ids of the runs selected, one a line, and run nothing")
+    run.add_argument(
+        "--results",
+        type=Path,
+        default=Path("runs"),
+        help="where runs and their leaderboards go (default: runs/, git-ignored)",
+    )
+    run.add_argument(
+        "--list", action="store_true", help="print the ids of the runs selected, one a line, and run nothing"
+    )
     run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
-    run.add_argument("--algorithm", action="append", default=[], help="only this algorithm, by its name in the suite (repeatable)")
+    run.add_argument(
+        "--algorithm", action="append", default=[], help="only this algorithm, by its name in the suite (repeatable)"
+    )
     run.add_argument("--seed", action="append", default=[], type=int, help="only this seed (repeatable)")
-    run.add_argument("--run", action="append", default=[], help="only this run, by its id from --list: SUITE/ALGORITHM-seedK (repeatable)")
+    run.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        help="only this run, by its id from --list: SUITE/ALGORITHM-seedK (repeatable)",
+    )
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
-    board.add_argument("directory", type=Path, help="a folder of suites (or one suite), as run folders or published records")
-    board.add_argument("--publish", type=Path, metavar="OUT", help="also copy leaderboards, plots and compact records to OUT (e.g. results/)")
-    board.add_argument("--readme", type=Path, help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file")
+    board.add_argument(
+        "directory", type=Path, help="a folder of suites (or one suite), as run folders or published records"
+    )
+    board.add_argument(
+        "--publish",
+        type=Path,
+        metavar="OUT",
+        help="also copy leaderboards, plots and compact records to OUT (e.g. results/)",
+    )
+    board.add_argument(
+        "--readme",
+        type=Path,
+        help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file",
+    )
     bench = commands.add_parser("bench", help="time each stage of a step and the harness overhead, per algorithm")
     bench.add_argument("config", type=Path)
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
     bench.add_argument("--suite", action="append", help="only this suite (repeatable)")
     bench.add_argument("--out", type=Path, help="also write the table here (markdown)")
     bench.add_argument(
-        "--trl", action="store_true", help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)"
+        "--trl",
+        action="store_true",
+        help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)",
     )
     args = parser.parse_args(argv)
 
@@ -41,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "leaderboard":
         from harness.leaderboard import publish
-
         from harness.records import suite_folders
 
         if not args.directory.is_dir():

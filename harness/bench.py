@@ -2,7 +2,7 @@
 
 Each algorithm of each suite runs a few steps on the suite's starting weights, exactly as
 `harness run` would (same module, same Lightning loop, records and checkpoints written to a
-scratch folder), with one clock around the model's own work (generation: `harness.engine.decode`
+scratch folder), with one clock around the model's own work (generation: `rollout.decoding.decode`
 and multi-turn `Conversation` turns; forward passes, the policy's, its trunk's and its output head's; `backward`; the
 optimizer step with its gradient clipping) and another around the task's own work (its verifier; ALFWorld's game engine).
 The harness overhead is the rest of the step (credit arithmetic outside the model, the surrogate,
@@ -25,9 +25,11 @@ import lightning as L
 import polars as pl
 import torch
 
-from harness import engine
+from algorithms.base import STAGES
 from harness.config import Benchmark
 from harness.records import StepRecorder, write_atomic
+from rollout import decoding
+from rollout.conversation import Conversation
 
 
 class ModelClock:
@@ -54,49 +56,46 @@ class ModelClock:
 
     @contextlib.contextmanager
     def around(self, module, task_clock: "ModelClock"):
-        with self.patched(module, task_clock), self.stages_split(task_clock):
+        with self.patched(module, task_clock), self.stages_split(module, task_clock):
             yield self
 
     @contextlib.contextmanager
-    def stages_split(self, task_clock: "ModelClock"):
-        """Also split each stage of the step (`algorithms.base.timed`) into model, task and the
-        rest: `self.stage_overhead[stage]` holds the rest of the stage's last run."""
-        from algorithms import base
-
-        original, self.stage_overhead = base.timed, {}
+    def stages_split(self, module, task_clock: "ModelClock"):
+        """Also split each stage of the step (`module.stage`) into model, task and the rest:
+        `self.stage_overhead[stage]` holds the rest of the stage's last run."""
+        original, self.stage_overhead = module.stage, {}
 
         @contextlib.contextmanager
-        def timed(timing: dict[str, float], stage: str):
+        def stage(timing: dict[str, float], name: str):
             model, task = self.seconds, task_clock.seconds
-            with original(timing, stage):
+            with original(timing, name):
                 yield
-            self.stage_overhead[stage] = timing[stage] - (self.seconds - model) - (task_clock.seconds - task)
+            self.stage_overhead[name] = timing[name] - (self.seconds - model) - (task_clock.seconds - task)
 
-        base.timed = timed
+        module.stage = stage  # on this module only, for the duration
         try:
             yield
         finally:
-            base.timed = original
+            del module.stage
 
     @contextlib.contextmanager
     def patched(self, module, task_clock: "ModelClock"):
-        """Patch, for the duration: the samplers (`harness.engine.decode` and a multi-turn
+        """Patch, for the duration: the samplers (`rollout.decoding.decode` and a multi-turn
         `Conversation`'s turns: the decoding loops, their forward passes and token draws), the
         module's policy (forward, trunk forward, output head), its backward and gradient clipping (the optimizers'
         steps are patched once they exist: `StepClock`); and on `task_clock`, the task's own work: its
         verifier and, for ALFWorld, the game engine's resets and steps."""
         policy = module.policy
         patched = [
-            (self, engine, "decode"), (self, engine.Conversation, "turn"), (self, policy, "forward"),
-            (self, policy.base_model, "forward"), (self, policy.get_output_embeddings(), "forward"),
+            (self, decoding, "decode"),
+            (self, Conversation, "turn"),
+            (self, policy, "forward"),
+            (self, policy.base_model, "forward"),
+            (self, policy.get_output_embeddings(), "forward"),
             (self, module, "manual_backward"),
-            (self, module, "synchronise_and_clip"), (task_clock, module.task, "verify_all"),
+            (self, module, "synchronise_and_clip"),
+            *((task_clock, obj, name) for obj, name in module.task.own_work()),
         ]
-        if type(module.task).__name__ == "AlfworldTask":
-            from tasks.alfworld_games import EnvPool
-
-            # the rollouts' pool, whether its games run here or in worker processes
-            patched += [(task_clock, EnvPool, "step"), (task_clock, EnvPool, "reset")]
         # restored as they were in the object's own __dict__; where they were inherited, deleted
         originals = [(obj, name, vars(obj).get(name)) for _, obj, name in patched]
         for clock, obj, name in patched:
@@ -111,9 +110,6 @@ class ModelClock:
                     delattr(obj, name)
 
 
-STAGES = ("sample", "verify", "credit", "update")
-
-
 class StepClock(L.Callback):
     """Per step: wall-clock from batch start to after the records are written (it must come after
     the StepRecorder), and the model's share of it."""
@@ -126,7 +122,11 @@ class StepClock(L.Callback):
             optimizer.step = self.clock.wrap(optimizer.step)
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
-        self.started, self.model_at_start, self.task_at_start = time.perf_counter(), self.clock.seconds, self.task_clock.seconds
+        self.started, self.model_at_start, self.task_at_start = (
+            time.perf_counter(),
+            self.clock.seconds,
+            self.task_clock.seconds,
+        )
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         record = module.records[-1]
@@ -149,9 +149,16 @@ def bench_module(module, steps: int, checkpoint_every_s: float = 0.0) -> list[di
     with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock):
         timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch), checkpoint_every_s)
         trainer = L.Trainer(
-            accelerator="auto", devices=1, max_epochs=-1, logger=False, enable_checkpointing=False,
-            enable_model_summary=False, enable_progress_bar=False, num_sanity_val_steps=0,
-            callbacks=[recorder, timer], plugins=[recorder.checkpoint_io],
+            accelerator="auto",
+            devices=1,
+            max_epochs=-1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+            enable_progress_bar=False,
+            num_sanity_val_steps=0,
+            callbacks=[recorder, timer],
+            plugins=[recorder.checkpoint_io],
         )
         loader = torch.utils.data.DataLoader(range(steps), batch_size=None)
         trainer.fit(module, loader)
@@ -169,8 +176,12 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
         for algorithm in suite.algorithms:
             # No held-out evaluation (it is not part of a step), `steps` + 1 steps (one warm-up).
             module, _ = build_module(
-                suite, algorithm, suite.seeds[0], benchmark.cache_dir,
-                schedule={"steps": steps + 1}, evaluation={"every": 10**9, "limit": 0},
+                suite,
+                algorithm,
+                suite.seeds[0],
+                benchmark.cache_dir,
+                schedule={"steps": steps + 1},
+                evaluation={"every": 10**9, "limit": 0},
             )
             measured = bench_module(module, steps + 1, suite.trainer.checkpoint_every_s)[1:]
             for r in measured:
@@ -181,7 +192,7 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                 {
                     "suite": suite.name,
                     "algorithm": algorithm,
-                    "rollouts/step": module.schedule.prompts_per_step * module.rollouts_per_prompt,
+                    "rollouts/step": module.schedule.prompts_per_step * module.group_size,
                     "step_s": median["step_s"],
                     **{f"{s}_s": median[s] for s in STAGES},
                     "record_and_loop_s": median["step_s"] - stages,

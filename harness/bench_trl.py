@@ -65,17 +65,19 @@ def trl_settings(module, total_steps: int) -> dict[str, Any]:
     """GRPOConfig arguments that do the same work as `module`'s GRPO step."""
     schedule, sampling, optim, update = module.schedule, module.sampling, module.optim_args, module.update_args
     if update.minibatches != 1 or update.epochs != 1:
-        raise ComparisonError("update: the TRL comparison needs minibatches: 1 and epochs: 1 (one optimizer step per batch)")
+        raise ComparisonError(
+            "update: the TRL comparison needs minibatches: 1 and epochs: 1 (one optimizer step per batch)"
+        )
     if update.loss_aggregation not in LOSS_TYPES:
         raise ComparisonError(f"update.loss_aggregation: no TRL equivalent of {update.loss_aggregation!r}")
-    group = module.rollouts_per_prompt
+    group_size = module.group_size
     return dict(
         max_steps=total_steps,
-        per_device_train_batch_size=schedule.prompts_per_step * group,
+        per_device_train_batch_size=schedule.prompts_per_step * group_size,
         gradient_accumulation_steps=1,
         steps_per_generation=1,
         num_iterations=1,
-        num_generations=group,
+        num_generations=group_size,
         shuffle_dataset=False,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
@@ -94,7 +96,7 @@ def trl_settings(module, total_steps: int) -> dict[str, Any]:
         bf16=False,
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
-        seed=schedule.seed,
+        seed=module.seed,
         report_to="none",
         save_strategy="no",
         eval_strategy="no",
@@ -121,9 +123,9 @@ def run_trl(module, weights, total_steps: int, dtype: str = "float32") -> dict[s
 
     from harness.models import load_policy
 
-    schedule, task, group = module.schedule, module.task, module.rollouts_per_prompt
+    schedule, task, group_size = module.schedule, module.task, module.group_size
     problems = task.train_problems()[: schedule.prompt_pool]  # as RLVRModule.training_step draws them
-    steps = [prompt_stream(problems, schedule.seed, k, schedule.prompts_per_step) for k in range(total_steps)]
+    steps = [prompt_stream(problems, module.seed, k, schedule.prompts_per_step) for k in range(total_steps)]
     by_id = {p.id: p for step in steps for p in step}
     dataset = Dataset.from_dict(
         {"prompt": [p.prompt for step in steps for p in step], "problem_id": [p.id for step in steps for p in step]}
@@ -138,8 +140,8 @@ def run_trl(module, weights, total_steps: int, dtype: str = "float32") -> dict[s
 
     def verifier_reward(prompts, completions, completion_ids, problem_id, **_):
         # Called once per step on the whole generation batch, grouped by prompt (G in a row).
-        seen["prompt_ids"].append(list(problem_id[::group]))
-        seen["prompts"].append(list(prompts[::group]))
+        seen["prompt_ids"].append(list(problem_id[::group_size]))
+        seen["prompts"].append(list(prompts[::group_size]))
         seen["tokens"].append(sum(len(ids) for ids in completion_ids))
         # the task's own stage 2, as ours calls it (the code task runs its programs in parallel)
         batch = SimpleNamespace(problems=[by_id[i] for i in problem_id], completions=list(completions))
@@ -217,7 +219,9 @@ def check_suite(suite) -> None:
         raise ComparisonError(f"suite {suite.name!r}: no algorithm named 'grpo' to compare with TRL's GRPOTrainer")
     task = suite.task.resolve()
     if task.rollout is not Task.rollout:
-        raise ComparisonError(f"suite {suite.name!r}: {task.__name__}'s multi-turn rollouts have no GRPOTrainer equivalent")
+        raise ComparisonError(
+            f"suite {suite.name!r}: {task.__name__}'s multi-turn rollouts have no GRPOTrainer equivalent"
+        )
     reason = task.unavailable()
     if reason:
         raise ComparisonError(f"suite {suite.name!r}: {suite.task.class_path} {reason}")
@@ -237,8 +241,12 @@ def run_trl_comparison(benchmark: Benchmark, suite_name: str, steps: int, trace:
     check_suite(suite)
     total = steps + 1
     module, weights = build_module(
-        suite, "grpo", suite.seeds[0], benchmark.cache_dir,
-        schedule={"steps": total}, evaluation={"every": 10**9, "limit": 0},
+        suite,
+        "grpo",
+        suite.seeds[0],
+        benchmark.cache_dir,
+        schedule={"steps": total},
+        evaluation={"every": 10**9, "limit": 0},
     )
     trl_settings(module, total)  # refuse a protocol TRL cannot do before spending time on ours
     threads = torch.get_num_threads()
@@ -253,13 +261,17 @@ def run_trl_comparison(benchmark: Benchmark, suite_name: str, steps: int, trace:
 
     pool, schedule = module.task.train_problems()[: module.schedule.prompt_pool], module.schedule
     expected_prompts = [
-        [p.prompt for p in prompt_stream(pool, schedule.seed, k, schedule.prompts_per_step)] for k in range(total)
+        [p.prompt for p in prompt_stream(pool, module.seed, k, schedule.prompts_per_step)] for k in range(total)
     ]
     identical = trl["prompt_ids"] == ours_prompt_ids and trl["prompts"] == expected_prompts
     if trace is not None:
         trace.update(
-            ours_rows=ours, ours_step_s=[r["step_s"] for r in ours], ours_prompt_ids=ours_prompt_ids,
-            ours_tokens=ours_tokens, ours_cpu_s=ours_cpu_s, expected_prompts=expected_prompts,
+            ours_rows=ours,
+            ours_step_s=[r["step_s"] for r in ours],
+            ours_prompt_ids=ours_prompt_ids,
+            ours_tokens=ours_tokens,
+            ours_cpu_s=ours_cpu_s,
+            expected_prompts=expected_prompts,
             **{f"trl_{key}": value for key, value in trl.items()},
         )
     measured = ours[1:]  # the first step of each side is a warm-up
@@ -294,7 +306,7 @@ def run_trl_comparison(benchmark: Benchmark, suite_name: str, steps: int, trace:
         "device": "cuda" if torch.cuda.is_available() else "cpu",
         "trl_version": version("trl"),
         "prompts/step": module.schedule.prompts_per_step,
-        "G": module.rollouts_per_prompt,
+        "G": module.group_size,
         "temperature": settings["temperature"],
         "top_p": settings["top_p"],
         "max_new_tokens": settings["max_completion_length"],

@@ -28,11 +28,17 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 import yaml
 
 from algorithms.base import EvalArgs, OptimArgs, RLVRModule, Schedule, UpdateArgs
-from harness.engine import SamplingArgs
 from harness.models import ModelArgs
+from rollout.decoding import SamplingArgs
 from tasks.base import Task
 
-GROUPS = {"schedule": Schedule, "sampling": SamplingArgs, "optim": OptimArgs, "update": UpdateArgs, "evaluation": EvalArgs}
+GROUPS = {
+    "schedule": Schedule,
+    "sampling": SamplingArgs,
+    "optim": OptimArgs,
+    "update": UpdateArgs,
+    "evaluation": EvalArgs,
+}
 
 
 class ConfigError(ValueError):
@@ -56,9 +62,9 @@ class TrainerArgs:
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     devices: int = 1
     """Processes per run. More than one splits each step's prompts between them (see
-    `harness.distributed`); prompts_per_step must divide evenly."""
+    `rollout.distributed`); prompts_per_step must divide evenly."""
     strategy: Literal["auto", "ddp", "fsdp"] = "auto"
-    """auto: one process, or DDP when devices > 1. ddp: `harness.distributed.RolloutDDP` (over gloo
+    """auto: one process, or DDP when devices > 1. ddp: `rollout.distributed.RolloutDDP` (over gloo
     on CPU). fsdp: Lightning's FSDPStrategy, sharding the policy's decoder layers across GPUs."""
     checkpoint_every_s: float = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
@@ -75,6 +81,8 @@ class Suite:
     model: ModelArgs
     groups: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
     trainer: TrainerArgs = field(default_factory=TrainerArgs)
+    baseline: str = "grpo"
+    """The algorithm every other one of the suite is paired against (its speedup's numerator)."""
 
     def task_key(self) -> dict:
         """What identifies the task in a starting-weights recipe."""
@@ -145,12 +153,12 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
     for key in spec.init_args:
         if base is RLVRModule and key in GROUPS:
             continue  # the suite's argument groups, overridden for this algorithm
-        if key not in params or key in ("self", "policy", "tokenizer", "task", "base"):
+        if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
     return spec
 
 
-SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", *GROUPS}
+SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "baseline", *GROUPS}
 
 
 def parse_suite(raw: Any, where: str) -> Suite:
@@ -174,7 +182,11 @@ def parse_suite(raw: Any, where: str) -> Suite:
             raise ConfigError(f"{where}.algorithms.{algo_name}: use letters, digits, '.', '_' and '-'")
         algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", RLVRModule)
     seeds = raw.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
         raise ConfigError(f"{where}.seeds: expected a non-empty list of integers")
     model = build_dataclass(ModelArgs, raw.get("model", {}), f"{where}.model")
     if model.preset not in (None, "tiny"):
@@ -186,7 +198,12 @@ def parse_suite(raw: Any, where: str) -> Suite:
             raise ConfigError(f"{where}.model.path: no such directory: {model.path}")
     groups = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in GROUPS.items()}
     trainer = build_dataclass(TrainerArgs, raw.get("trainer", {}), f"{where}.trainer")
-    suite = Suite(name, task, algorithms, seeds, model, groups, trainer)
+    baseline = raw.get("baseline", "grpo")
+    if "baseline" in raw and baseline not in algorithms:
+        raise ConfigError(
+            f"{where}.baseline: {baseline!r} is not one of the suite's algorithms ({', '.join(algorithms)})"
+        )
+    suite = Suite(name, task, algorithms, seeds, model, groups, trainer, baseline)
     check_values(suite, where)
     return suite
 
@@ -205,16 +222,25 @@ def check_values(suite: Suite, where: str) -> None:
     if t.checkpoint_every_s < 0:
         raise ConfigError(f"{where}.trainer.checkpoint_every_s: must be >= 0 (got {t.checkpoint_every_s})")
     if s.prompts_per_step % t.devices:
-        raise ConfigError(f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly")
+        raise ConfigError(
+            f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly"
+        )
     if t.strategy == "fsdp" and t.accelerator == "cpu":
         raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
     for name, spec in suite.algorithms.items():
         own, groups = suite.algorithm_groups(name)
         if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
-            raise ConfigError(f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})")
+            raise ConfigError(
+                f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})"
+            )
         if groups["schedule"].prompts_per_step % t.devices:
-            raise ConfigError(f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly")
-        if groups["update"].minibatches < 1 or groups["update"].minibatches > groups["schedule"].prompts_per_step // t.devices:
+            raise ConfigError(
+                f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
+            )
+        if (
+            groups["update"].minibatches < 1
+            or groups["update"].minibatches > groups["schedule"].prompts_per_step // t.devices
+        ):
             raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
         if groups["update"].epochs < 1:
             raise ConfigError(f"{where}.update.epochs: must be >= 1")

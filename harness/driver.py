@@ -28,12 +28,12 @@ from filelock import FileLock, Timeout
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
-from harness import distributed
 from harness.config import Benchmark, Suite, TrainerArgs
-from harness.engine import activation_checkpointing
 from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.records import StepRecorder, run_name, write_json
+from rollout import distributed
+from rollout.scoring import activation_checkpointing
 
 log = logging.getLogger("harness")
 
@@ -88,9 +88,12 @@ def plan(benchmark: Benchmark, only: RunFilter | None = None) -> list[PlannedRun
     ):
         unknown = [str(w) for w in wanted if w not in present]
         if unknown:
-            raise ValueError(f"{option}: {', '.join(unknown)} not in this benchmark (it has: {', '.join(sorted(map(str, present)))})")
+            raise ValueError(
+                f"{option}: {', '.join(unknown)} not in this benchmark (it has: {', '.join(sorted(map(str, present)))})"
+            )
     chosen = [
-        r for r in every
+        r
+        for r in every
         if (not only.suites or r.suite.name in only.suites)
         and (not only.algorithms or r.algorithm in only.algorithms)
         and (not only.seeds or r.seed in only.seeds)
@@ -112,11 +115,14 @@ def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = 
         reason = suite.task.resolve().unavailable()
         if reason:
             print(f"[{suite.name}] skipped: {suite.task.class_path} {reason}")
-            progress.skip(len(mine))
+            for _ in mine:
+                progress.done(None)
             continue
         for planned in mine:
             started = time.perf_counter()
-            ran = run_one(suite, planned.algorithm, planned.seed, results / suite.name, benchmark.cache_dir, progress.label())
+            ran = run_one(
+                suite, planned.algorithm, planned.seed, results / suite.name, benchmark.cache_dir, progress.label()
+            )
             progress.done(time.perf_counter() - started if ran else None)
         if distributed.rank() == 0 and any((results / suite.name).glob("*/run.json")):
             publish(results / suite.name)
@@ -144,9 +150,6 @@ class Progress:
         if seconds is not None:
             self.spent.append(seconds)
 
-    def skip(self, count: int) -> None:
-        self.index += count
-
 
 def fmt_duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
@@ -164,10 +167,11 @@ def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **gro
         activation_checkpointing(policy, enable=True)
     policy.train()
     own, groups = suite.algorithm_groups(algorithm)
-    groups["schedule"] = type(groups["schedule"])(**{**asdict(groups["schedule"]), "seed": seed})
     for name, changes in group_changes.items():
         groups[name] = type(groups[name])(**{**asdict(groups[name]), **changes})
-    module = suite.algorithms[algorithm].resolve()(policy=policy, tokenizer=tokenizer, task=task, **own, **groups)
+    module = suite.algorithms[algorithm].resolve()(
+        policy=policy, tokenizer=tokenizer, task=task, seed=seed, **own, **groups
+    )
     return module, weights
 
 
@@ -175,7 +179,6 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
     own, groups = suite.algorithm_groups(algorithm)
-    groups["schedule"] = {**asdict(groups["schedule"]), "seed": seed}  # as `build_module` sets it
     recipe = weights_recipe(suite.model, suite.task_key())
     spec = {
         "task": suite.task_key(),
@@ -183,7 +186,7 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
         "starting_weights": recipe[1] if recipe else suite.model.path,
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
-        **{name: value if isinstance(value, dict) else asdict(value) for name, value in groups.items()},
+        **{name: asdict(value) for name, value in groups.items()},
         "trainer": {k: v for k, v in asdict(suite.trainer).items() if k != "checkpoint_every_s"},
     }
     return json.loads(json.dumps(spec, default=str))
@@ -240,11 +243,21 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
         except Timeout:
             held, action = None, "held"
     else:  # the other processes of a multi-device run follow the first one's folder
-        action = "skip" if (run_dir / "run.json").exists() else "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
+        action = (
+            "skip"
+            if (run_dir / "run.json").exists()
+            else "resume"
+            if (run_dir / "checkpoints" / "last.ckpt").exists()
+            else "start"
+        )
     action = distributed.from_first(action)
     try:
         if action in ("skip", "held"):
-            say("finished earlier with these settings, skipped" if action == "skip" else "running in another process, skipped")
+            say(
+                "finished earlier with these settings, skipped"
+                if action == "skip"
+                else "running in another process, skipped"
+            )
             return False
         fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
         return True
@@ -302,11 +315,13 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
             "algorithm": algorithm,
             "algorithm_class": suite.algorithms[algorithm].class_path,
             "algorithm_args": own,
+            "baseline": suite.baseline,
             "seed": seed,
             "spec": run_spec(suite, algorithm, seed),
             "model": str(weights),
             "model_name": suite.model.preset or Path(suite.model.path).name,
-            "rollouts_per_prompt": module.rollouts_per_prompt,
+            "versions": versions(),
+            "group_size": module.group_size,
             "devices": trainer.world_size,
             "steps": module.rl_step,
             "wall_clock_s": module.wall_clock_s,
@@ -320,6 +335,17 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
 
 
+def versions() -> dict[str, str]:
+    """The releases a run's numbers depend on: the same settings on other releases (a newer
+    transformers, say) can round differently, and a warm start of a few hundred steps amplifies
+    that."""
+    import platform
+    from importlib.metadata import version
+
+    packages = ("torch", "transformers", "tokenizers", "lightning", "numpy")
+    return {"python": platform.python_version(), **{name: version(name) for name in packages}}
+
+
 def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> tuple[str, dict[str, float]]:
     """(the key of this run's step-0 evaluation, the step-0 accuracies the suite has measured).
     Every algorithm of a suite starts from the same weights and evaluation is greedy, so the
@@ -327,9 +353,14 @@ def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> 
     the others (it is not part of the training wall-clock either way)."""
     key = hashlib.sha1(
         json.dumps(
-            {"weights": str(weights), "task": task_key, "evaluation": asdict(module.eval_args),
-             "max_new_tokens": module.sampling.max_new_tokens},
-            sort_keys=True, default=str,
+            {
+                "weights": str(weights),
+                "task": task_key,
+                "evaluation": asdict(module.eval_args),
+                "max_new_tokens": module.sampling.max_new_tokens,
+            },
+            sort_keys=True,
+            default=str,
         ).encode()
     ).hexdigest()[:16]
     path = suite_dir / "start-evaluations.json"

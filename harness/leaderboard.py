@@ -11,12 +11,11 @@ import re
 from pathlib import Path
 
 import polars as pl
-
 from filelock import FileLock
 
+from algorithms.base import STAGES
 from harness.records import Run, load_runs, publish_records, suite_folders, write_atomic, write_parquet
 
-STAGES = ("sample", "verify", "credit", "update")
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
@@ -39,10 +38,11 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "task": info["task"],
                 "model": info.get("model_name") or model_name(info["model"]),
                 "algorithm": info["algorithm"],
+                "baseline": info["baseline"],
                 "seed": info["seed"],
                 "steps": metrics.height,
                 "prompts_per_step": info["schedule"]["prompts_per_step"],
-                "rollouts_per_prompt": info["rollouts_per_prompt"],
+                "group_size": info["group_size"],
                 "rollouts": int(metrics["rollouts"].sum()),
                 "wall_clock_s": float(metrics["wall_clock_s"].max()),
                 "accuracy_before": info["accuracy_before"],
@@ -50,7 +50,9 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
                 "grad_norm_records": int(records),
                 "tokens_generated": int(metrics["tokens/generated"].sum()),
-                "peak_memory_mb": float(metrics["memory/peak_mb"].max()) if "memory/peak_mb" in metrics.columns else None,
+                "peak_memory_mb": float(metrics["memory/peak_mb"].max())
+                if "memory/peak_mb" in metrics.columns
+                else None,
                 "reward_mean": float(metrics["reward"].mean()),
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
@@ -64,14 +66,18 @@ def model_name(weights: str) -> str:
 
 
 def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
-    """Mean over seeds with 95% intervals; speedup = GRPO's wall-clock / the algorithm's on the
-    same seed (a pair), averaged over the seeds both finished."""
-    grpo = runs.filter(pl.col("algorithm") == "grpo").select("suite", "task", "seed", pl.col("wall_clock_s").alias("grpo_s"))
-    paired = runs.join(grpo, on=["suite", "task", "seed"], how="left").with_columns(
-        (pl.col("grpo_s") / pl.col("wall_clock_s")).alias("speedup")
+    """Mean over seeds with 95% intervals; speedup = the suite's baseline algorithm's wall-clock /
+    the algorithm's on the same seed (a pair), averaged over the seeds both finished."""
+    baseline = runs.filter(pl.col("algorithm") == pl.col("baseline")).select(
+        "suite", "task", "seed", pl.col("wall_clock_s").alias("baseline_s")
+    )
+    paired = runs.join(baseline, on=["suite", "task", "seed"], how="left").with_columns(
+        (pl.col("baseline_s") / pl.col("wall_clock_s")).alias("speedup")
     )
     rows = []
-    for (suite, task, model, algorithm), g in paired.group_by(["suite", "task", "model", "algorithm"], maintain_order=True):
+    for (suite, task, model, algorithm), g in paired.group_by(
+        ["suite", "task", "model", "algorithm"], maintain_order=True
+    ):
         gain = g["accuracy_after"] - g["accuracy_before"]
         speedups = g["speedup"].drop_nulls()
         rows.append(
@@ -83,18 +89,21 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "seeds": g.height,
                 "steps": int(g["steps"].max()),
                 "prompts/step": int(g["prompts_per_step"][0]),
-                "rollouts/prompt": int(g["rollouts_per_prompt"][0]),
+                "group_size": int(g["group_size"][0]),
                 "rollouts": int(g["rollouts"].mean()),
                 "wall_clock_s": float(g["wall_clock_s"].mean()),
                 "wall_clock_ci95": ci95(g["wall_clock_s"]),
-                "speedup_vs_grpo": float(speedups.mean()) if len(speedups) else None,
+                "baseline": g["baseline"][0],
+                "speedup": float(speedups.mean()) if len(speedups) else None,
                 "acc_before": float(g["accuracy_before"].mean()),
                 "acc_after": float(g["accuracy_after"].mean()),
                 "acc_gain": float(gain.mean()),
                 "acc_gain_ci95": ci95(gain),
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
-                "peak_memory_mb": float(g["peak_memory_mb"].mean()) if g["peak_memory_mb"].null_count() < g.height else None,
+                "peak_memory_mb": float(g["peak_memory_mb"].mean())
+                if g["peak_memory_mb"].null_count() < g.height
+                else None,
                 # where the wall-clock goes, as shares of it (the rest is recording and the loop)
                 **{f"{stage}_share": float((g[f"{stage}_s"] / g["wall_clock_s"]).mean()) for stage in STAGES},
             }

@@ -134,7 +134,9 @@ class Demonstrations(torch.utils.data.IterableDataset):
     """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
     `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
 
-    def __init__(self, task: Task, tokenizer, batch_size: int, seed: int, hindsight_fraction: float = 0.0, segments: int = 4):
+    def __init__(
+        self, task: Task, tokenizer, batch_size: int, seed: int, hindsight_fraction: float = 0.0, segments: int = 4
+    ):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
         self.hindsight_fraction, self.segments = hindsight_fraction, segments
 
@@ -156,8 +158,8 @@ class Demonstrations(torch.utils.data.IterableDataset):
 
 PACKED_SLOT_COST = 1.15
 """A packed line's token slot costs about this much more than a padded row's: its attention
-needs an explicit block mask, so the kernel cannot skip the causal upper triangle (measured:
-on code's 200-290-token rows packing was 35% slower at equal slots, on math's <= 101 about even)."""
+needs an explicit block mask, so the kernel cannot skip the causal upper triangle
+(docs/performance.md)."""
 
 
 def layout(rows: list[tuple[list[int], list[int]]], pad_id: int) -> list[dict[str, torch.Tensor]]:
@@ -187,17 +189,6 @@ def padded(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, to
     return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
 
 
-def packed(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Rows packed end to end into lines as wide as the longest row (first fit, longest first),
-    each row's positions starting at 0. With no attention mask, transformers reads the position
-    restarts as sequence boundaries and attends within each row only, so the loss is that of the
-    rows padded one per line (tested) on 15-30% fewer token slots: the padding a batch mixing
-    plain and hindsight-layout examples would otherwise carry. A row's first label is dropped, as
-    the shift drops it when the row starts a line, so nothing is learnt across a boundary."""
-    width = max(len(ids) for ids, _ in rows)
-    return packed_lines(first_fit(rows, width), width, pad_id)
-
-
 def first_fit(rows: list[tuple[list[int], list[int]]], width: int) -> list[list[tuple[list[int], list[int]]]]:
     """Rows assigned to lines of `width` token slots, longest first, each to the first line with room."""
     lines: list[list[tuple[list[int], list[int]]]] = []
@@ -213,6 +204,11 @@ def first_fit(rows: list[tuple[list[int], list[int]]], width: int) -> list[list[
 
 
 def packed_lines(lines: list[list[tuple[list[int], list[int]]]], width: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """Rows (as `first_fit` lays them out) packed end to end into lines of `width`, each row's
+    positions starting at 0. With no attention mask, transformers reads the position restarts as
+    sequence boundaries and attends within each row only, so the loss is that of the rows padded
+    one per line (tested) on fewer token slots. A row's first label is dropped, as the shift drops
+    it when the row starts a line, so nothing is learnt across a boundary."""
     input_ids = torch.full((len(lines), width), pad_id)
     labels = torch.full((len(lines), width), -100)
     positions = torch.zeros((len(lines), width), dtype=torch.long)
@@ -238,7 +234,9 @@ class SupervisedWarmStart(L.LightningModule):
         # transformers only reads packed rows from the positions when there is none.
         parts = batch["parts"]
         counts = [int((part["labels"][:, 1:] != -100).sum()) for part in parts]
-        loss = sum(self.policy(**part, use_cache=False).loss * n for part, n in zip(parts, counts)) / max(sum(counts), 1)
+        loss = sum(self.policy(**part, use_cache=False).loss * n for part, n in zip(parts, counts)) / max(
+            sum(counts), 1
+        )
         self.log("loss", loss, prog_bar=True)
         return loss
 
@@ -261,10 +259,18 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
     policy.train()
     module = SupervisedWarmStart(policy, args)
     trainer = L.Trainer(
-        max_steps=args.steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-        enable_model_summary=False, log_every_n_steps=50, callbacks=[TQDMProgressBar(refresh_rate=20)],
+        max_steps=args.steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        log_every_n_steps=50,
+        callbacks=[TQDMProgressBar(refresh_rate=20)],
     )
-    examples = Demonstrations(task, tokenizer, args.batch_size, args.seed, args.hindsight_fraction, args.hindsight_segments)
+    examples = Demonstrations(
+        task, tokenizer, args.batch_size, args.seed, args.hindsight_fraction, args.hindsight_segments
+    )
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()
     trainer.fit(module, data)

@@ -31,7 +31,9 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
         same_shape = len({len(r) for r in reward}) == 1 and len({len(a) for a in accuracy}) == 1
         for col, (x, _) in enumerate(axes_x):
             xs = [m[x].to_list() for m, _ in mine]
-            eval_xs = [[dict(zip(m["step"], m[x])).get(s, 0.0) for s in e["step"]] for m, e in mine]  # step 0: nothing spent
+            eval_xs = [
+                [dict(zip(m["step"], m[x])).get(s, 0.0) for s in e["step"]] for m, e in mine
+            ]  # step 0: nothing spent
             for r, a, x_r, x_a in zip(reward, accuracy, xs, eval_xs):  # seeds, faint
                 axes[0, col].plot(x_r, r, color=c, alpha=0.2, lw=0.8)
                 axes[1, col].plot(x_a, a, color=c, alpha=0.25, lw=0.8)
@@ -51,10 +53,19 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     for info, metrics, _ in runs:
         c = colour[info["algorithm"]]
         norms = metrics.select("step", pl.col("grad_norms")).explode("grad_norms")
-        ax.scatter(norms["step"], norms["grad_norms"], s=6, color=c, alpha=0.5, label=f"{info['algorithm']} s{info['seed']}")
+        ax.scatter(
+            norms["step"], norms["grad_norms"], s=6, color=c, alpha=0.5, label=f"{info['algorithm']} s{info['seed']}"
+        )
         zeros = norms.filter(pl.col("grad_norms") == 0.0)
         if zeros.height:
-            ax.scatter(zeros["step"], zeros["grad_norms"], marker="x", s=30, color=c, label=f"{info['algorithm']} zero ({zeros.height})")
+            ax.scatter(
+                zeros["step"],
+                zeros["grad_norms"],
+                marker="x",
+                s=30,
+                color=c,
+                label=f"{info['algorithm']} zero ({zeros.height})",
+            )
     ax.set_xlabel("step"), ax.set_ylabel("gradient norm before clipping (every update)"), ax.grid(alpha=0.3)
     ax.set_title(f"{suite_dir.name}: gradient-norm records (x = exactly zero)")
     ax.legend(fontsize=8, ncol=2)

@@ -161,7 +161,11 @@ def load_runs(suite_dir: Path) -> list[Run]:
     summaries = sorted(suite_dir.glob("*/run.json"))
     if summaries:
         return [
-            (json.loads(s.read_text()), pl.read_parquet(s.parent / "metrics.parquet"), pl.read_parquet(s.parent / "eval.parquet"))
+            (
+                json.loads(s.read_text()),
+                pl.read_parquet(s.parent / "metrics.parquet"),
+                pl.read_parquet(s.parent / "eval.parquet"),
+            )
             for s in summaries
         ]
     if not (suite_dir / PUBLISHED[0]).is_file():

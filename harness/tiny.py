@@ -41,7 +41,9 @@ class TinyConfig:
     newline, so a line of text ends where a token ends."""
 
 
-def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0, fill_to: int = 0) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    corpus: Iterable[str] | None = None, vocabulary: int = 0, fill_to: int = 0
+) -> PreTrainedTokenizerFast:
     """Characters only, or (vocabulary > 0) a BPE trained on `corpus` over the same alphabet, so
     any printable text stays representable. Training is deterministic in the corpus. `fill_to`:
     characters followed by filler tokens `<|f0|>`, `<|f1|>`, ... up to that many ids, so that
@@ -59,9 +61,7 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocabulary: int = 0, fi
         vocab = {token: i for i, token in enumerate(names)}
         core = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=None))
     core.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left"
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=EOS, pad_token=PAD, padding_side="left")
 
 
 def build_model(config: TinyConfig, tokenizer: PreTrainedTokenizerFast) -> torch.nn.Module:

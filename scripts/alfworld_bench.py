@@ -11,7 +11,6 @@ admissible ones mixed in, so the states measured are not only the expert's.
 from __future__ import annotations
 
 import argparse
-import importlib
 import random
 import shutil
 import statistics
@@ -20,10 +19,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere, uninstalled
-ag = importlib.import_module("tasks.alfworld_games")
+from tasks.alfworld.data import TASK_TYPES, GameRecord, GameSize
+from tasks.alfworld.env import AlfworldEnv
+from tasks.alfworld.generation import generate_games
+from tasks.alfworld.speedups import _TRANSLATIONS, set_speedups
 
 
-def episode(env: ag.AlfworldEnv, game: ag.GameRecord, rng: random.Random, expert: bool) -> tuple[list[object], list[float], float]:
+def episode(
+    env: AlfworldEnv, game: GameRecord, rng: random.Random, expert: bool
+) -> tuple[list[object], list[float], float]:
     """Transcript, per-step seconds and reset seconds of one episode: the walkthrough with an
     inadmissible command and some harmless detours (look, examine, ...) mixed in, or (expert
     False) 20 random admissible commands."""
@@ -63,29 +67,31 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default="/tmp/alfworld-bench")
-    parser.add_argument("--receptacles", type=int, default=ag.GameSize().receptacles)
-    parser.add_argument("--distractors", type=int, default=ag.GameSize().distractors)
+    parser.add_argument("--receptacles", type=int, default=GameSize().receptacles)
+    parser.add_argument("--distractors", type=int, default=GameSize().distractors)
     parser.add_argument("--open", action="store_true", help="openable receptacles start open")
     parser.add_argument("--stock", action="store_true", help="also time stock TextWorld and compare transitions")
     args = parser.parse_args()  # before anything loads a game: the PDDL translator overwrites sys.argv
 
-    size = ag.GameSize(args.receptacles, args.distractors, closed_receptacles=not args.open)
+    size = GameSize(args.receptacles, args.distractors, closed_receptacles=not args.open)
     shutil.rmtree(args.cache_dir, ignore_errors=True)
     start = time.perf_counter()
-    games = ag.generate_games(ag.TASK_TYPES, args.count, args.seed, size, args.cache_dir)
+    games = generate_games(TASK_TYPES, args.count, args.seed, size, args.cache_dir)
     generation_s = time.perf_counter() - start
     start = time.perf_counter()
-    again = ag.generate_games(ag.TASK_TYPES, args.count, args.seed, size, args.cache_dir)
+    again = generate_games(TASK_TYPES, args.count, args.seed, size, args.cache_dir)
     cached_s = time.perf_counter() - start
     assert again == games
-    print(f"generation: {generation_s / len(games):.3f} s/game fresh ({len(games)} games, incl. one env start), "
-          f"{cached_s * 1000:.1f} ms for all on the second call")
+    print(
+        f"generation: {generation_s / len(games):.3f} s/game fresh ({len(games)} games, incl. one env start), "
+        f"{cached_s * 1000:.1f} ms for all on the second call"
+    )
 
     start = time.perf_counter()
-    env = ag.AlfworldEnv(max_steps=60, fast=True)
+    env = AlfworldEnv(max_steps=60, fast=True)
     print(f"env start: {time.perf_counter() - start:.2f} s")
     transcripts, resets, steps, observations, commands, cold = [], [], [], [], [], []
-    ag._TRANSLATIONS.clear()  # generation translated every game: make the first round cold again
+    _TRANSLATIONS.clear()  # generation translated every game: make the first round cold again
     for rounds in range(2):  # the second round shows the warm caches
         for i, game in enumerate(games):
             for expert in (True, False):
@@ -109,11 +115,13 @@ def main() -> int:
     print(f"observation chars: {summary(observations, digits=0)}")
     print(f"admissible commands: {summary(commands, digits=0)}")
     won = sum(bool(t[-1][1].won) for t in transcripts[::2])
-    print(f"walkthroughs (with detours) won: {won}/{len(games)}; random play won {sum(bool(t[-1][1].won) for t in transcripts[1::2])}")
+    print(
+        f"walkthroughs (with detours) won: {won}/{len(games)}; random play won {sum(bool(t[-1][1].won) for t in transcripts[1::2])}"
+    )
 
     if args.stock:
-        ag.set_speedups(False)
-        stock = ag.AlfworldEnv(max_steps=60, fast=False)
+        set_speedups(False)
+        stock = AlfworldEnv(max_steps=60, fast=False)
         s_resets, s_steps, same = [], [], 0
         for i, game in enumerate(games):
             for j, expert in enumerate((True, False)):

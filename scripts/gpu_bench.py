@@ -31,8 +31,18 @@ from harness.tiny import TinyConfig, build_model, build_tokenizer
 
 SHAPES = {
     # Qwen3-0.6B: 28 layers, hidden 1024, 16 query heads of 128, 8 key-value heads, tied embeddings
-    "0.6b": (TinyConfig(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-                        num_key_value_heads=8, head_dim=128, max_position_embeddings=40960), 151_936),
+    "0.6b": (
+        TinyConfig(
+            hidden_size=1024,
+            intermediate_size=3072,
+            num_hidden_layers=28,
+            num_attention_heads=16,
+            num_key_value_heads=8,
+            head_dim=128,
+            max_position_embeddings=40960,
+        ),
+        151_936,
+    ),
     "tiny": (TinyConfig(), 512),
 }
 
@@ -78,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         model_dir, config = Path(scratch) / "model", Path(scratch) / "bench.yaml"
         write_model(args.shape, model_dir)
-        config.write_text(yaml.safe_dump({"cache_dir": str(Path(scratch) / "cache"), "suites": [suite(model_dir, args)]}))
+        config.write_text(
+            yaml.safe_dump({"cache_dir": str(Path(scratch) / "cache"), "suites": [suite(model_dir, args)]})
+        )
         benchmark = load_benchmark(config)
         board = run_bench(benchmark, args.steps)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -55,7 +55,9 @@ def main() -> int:
     passed = sum(v.reward for v in verdicts["batched"])
     print(f"{len(jobs)} jobs ({passed:g} pass), {args.workers} workers, {args.rounds} rounds")
     for name, values in rates.items():
-        print(f"{name:>8}: {statistics.median(values):7.1f} programs/s (median; rounds: {', '.join(f'{v:.1f}' for v in values)})")
+        print(
+            f"{name:>8}: {statistics.median(values):7.1f} programs/s (median; rounds: {', '.join(f'{v:.1f}' for v in values)})"
+        )
     print(f" speed-up: {statistics.median(rates['batched']) / statistics.median(rates['per-run']):.2f}x")
     if verdicts["batched"] != verdicts["per-run"]:
         print("verdicts differ between the two paths", file=sys.stderr)

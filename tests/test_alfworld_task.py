@@ -4,9 +4,10 @@ sampled, the hindsight view scores commands only."""
 import pytest
 import torch
 
-from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs
 from harness.models import load_policy
-from tasks.alfworld import _ROLLOUT_POOLS, AlfworldTask, split_demonstration
+from rollout.decoding import RolloutEngine, SamplingArgs
+from rollout.scoring import sequence_logprobs
+from tasks.alfworld.task import _ROLLOUT_POOLS, AlfworldTask, split_demonstration
 from tests.test_engine import peaked
 
 
@@ -39,7 +40,7 @@ def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
     problems = task.train_problems()[:3]
-    rollouts = task.rollout(engine, problems, per_problem=2)
+    rollouts = task.rollout(engine, problems, group_size=2)
     assert len(rollouts) == 6 and [p.id for p in rollouts.problems] == [p.id for p in problems for _ in range(2)]
     for row in range(len(rollouts)):
         ids, eligible, mask = rollouts.input_ids[row], rollouts.eligible[row], rollouts.attention_mask[row]
@@ -53,7 +54,9 @@ def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
         answers = ids[mask.bool() & ~eligible][len(prompt) :]
         assert tokenizer.decode(answers.tolist()).count("\n") >= 1
     forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.9)
-    torch.testing.assert_close(forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4
+    )
     assert all(v.feedback.startswith(("won", "not won")) for v in task.verify_all(rollouts))
 
 
@@ -66,7 +69,7 @@ def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tin
         for processes in (0, 2):
             task.env_processes = processes
             torch.manual_seed(1)
-            runs.append(task.rollout(engine, task.train_problems()[:3], per_problem=2))
+            runs.append(task.rollout(engine, task.train_problems()[:3], group_size=2))
     finally:
         task.env_processes = default
     here, workers = runs
@@ -82,7 +85,7 @@ def test_hindsight_view_scores_commands_with_the_future_after_them(task, tiny_di
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=5))
-    rollouts = task.rollout(engine, task.train_problems()[:2], per_problem=1)
+    rollouts = task.rollout(engine, task.train_problems()[:2], group_size=1)
     rollouts.verdicts = task.verify_all(rollouts)
     views = hindsight_views(rollouts, segments=8, tokenizer=tokenizer, template=HindsightTemplate())
     scored = set(zip(views.causal_rows.tolist(), views.causal_cols.tolist()))
@@ -103,5 +106,7 @@ def test_hindsight_warm_start_example_trains_one_span_of_commands(task, tiny_dir
         ids, labels = hindsight_example(task, problem, tokenizer, HindsightTemplate(), 3, random.Random(seed))
         trained = tokenizer.decode([t for t, label in zip(ids, labels) if label != -100])
         # whole commands of consecutive turns, nothing the engine said
-        assert trained and any(trained == "".join(commands[i:j]) for i in range(len(commands)) for j in range(i + 1, len(commands) + 1))
+        assert trained and any(
+            trained == "".join(commands[i:j]) for i in range(len(commands)) for j in range(i + 1, len(commands) + 1)
+        )
         assert tokenizer.decode(ids).startswith(HindsightTemplate().open)

@@ -64,17 +64,21 @@ def test_a_stage_s_overhead_is_its_time_outside_the_model_and_the_task():
     gives the stage about 20 ms of overhead, and restores the stage timer afterwards."""
     import time
 
-    from algorithms import base
+    from algorithms.base import RLVRModule
     from harness.bench import ModelClock
 
+    class Stub:  # a module with RLVRModule's stage timer, and nothing else
+        stage = RLVRModule.stage
+
+    module = Stub()
     model_clock, task_clock = ModelClock(), ModelClock()
     model_call, task_call = model_clock.wrap(lambda: time.sleep(0.06)), task_clock.wrap(lambda: time.sleep(0.05))
-    original, timing = base.timed, {}
-    with model_clock.stages_split(task_clock):
-        with base.timed(timing, "credit"):
+    timing = {}
+    with model_clock.stages_split(module, task_clock):
+        with module.stage(timing, "credit"):
             model_call()
             task_call()
             time.sleep(0.02)
-    assert base.timed is original
+    assert "stage" not in vars(module)  # the class's own timer again
     assert timing["credit"] >= 0.13
     assert 0.015 <= model_clock.stage_overhead["credit"] < 0.045

@@ -40,23 +40,69 @@ DELETE = object()
 CASES = [
     ("unknown suite key", mutate("stepz", 3), "suites[0].stepz: unknown key"),
     ("unknown nested key", mutate("schedule.stepz", 3), "suites[0].schedule.stepz: unknown key"),
-    ("unknown algorithm", mutate("algorithms.grpo.class_path", "algorithms.nope.Nope"), "suites[0].algorithms.grpo.class_path: cannot import"),
+    (
+        "unknown algorithm",
+        mutate("algorithms.grpo.class_path", "algorithms.nope.Nope"),
+        "suites[0].algorithms.grpo.class_path: cannot import",
+    ),
     ("not an algorithm", mutate("algorithms.grpo.class_path", "tasks.math.MathTask"), "is not a RLVRModule"),
-    ("unknown algorithm argument", mutate("algorithms.grpo.init_args", {"groupsize": 4}), "init_args.groupsize: GRPO takes no argument"),
+    (
+        "unknown algorithm argument",
+        mutate("algorithms.grpo.init_args", {"groupsize": 4}),
+        "init_args.groupsize: GRPO takes no argument",
+    ),
     ("unknown task", mutate("task.class_path", "tasks.nope.Task"), "suites[0].task.class_path: cannot import"),
-    ("missing model dir", mutate("model", {"preset": None, "path": "/nonexistent/model"}), "suites[0].model.path: no such directory"),
-    ("missing data file", mutate("task.init_args", {"train_file": "/nonexistent/train.jsonl"}), "suites[0].task.init_args.train_file: no such file"),
+    (
+        "missing model dir",
+        mutate("model", {"preset": None, "path": "/nonexistent/model"}),
+        "suites[0].model.path: no such directory",
+    ),
+    (
+        "missing data file",
+        mutate("task.init_args", {"train_file": "/nonexistent/train.jsonl"}),
+        "suites[0].task.init_args.train_file: no such file",
+    ),
     ("steps < 1", mutate("schedule.steps", 0), "suites[0].schedule.steps: must be >= 1"),
     ("prompts < 1", mutate("schedule.prompts_per_step", 0), "suites[0].schedule.prompts_per_step: must be >= 1"),
-    ("prompt pool too small", mutate("schedule.prompt_pool", 1), "suites[0].schedule.prompt_pool: must be >= prompts_per_step"),
+    (
+        "prompt pool too small",
+        mutate("schedule.prompt_pool", 1),
+        "suites[0].schedule.prompt_pool: must be >= prompts_per_step",
+    ),
     ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: a group needs >= 2"),
     ("wrong type", mutate("schedule.steps", "many"), "suites[0].schedule.steps: expected int"),
     ("missing task", mutate("task", DELETE), "suites[0].task: missing"),
     ("devices < 1", mutate("trainer", {"devices": 0}), "suites[0].trainer.devices: must be >= 1"),
-    ("devices do not divide the prompts", mutate("trainer", {"devices": 3}), "suites[0].trainer.devices: 3 processes cannot share 2 prompts"),
-    ("unknown strategy", mutate("trainer", {"strategy": "deepspeed"}), "suites[0].trainer.strategy: expected one of auto, ddp, fsdp"),
-    ("fsdp on cpu", mutate("trainer", {"strategy": "fsdp", "accelerator": "cpu"}), "suites[0].trainer.strategy: fsdp shards across GPUs"),
-    ("negative checkpoint interval", mutate("trainer", {"checkpoint_every_s": -1}), "suites[0].trainer.checkpoint_every_s: must be >= 0"),
+    (
+        "devices do not divide the prompts",
+        mutate("trainer", {"devices": 3}),
+        "suites[0].trainer.devices: 3 processes cannot share 2 prompts",
+    ),
+    (
+        "unknown strategy",
+        mutate("trainer", {"strategy": "deepspeed"}),
+        "suites[0].trainer.strategy: expected one of auto, ddp, fsdp",
+    ),
+    (
+        "fsdp on cpu",
+        mutate("trainer", {"strategy": "fsdp", "accelerator": "cpu"}),
+        "suites[0].trainer.strategy: fsdp shards across GPUs",
+    ),
+    (
+        "negative checkpoint interval",
+        mutate("trainer", {"checkpoint_every_s": -1}),
+        "suites[0].trainer.checkpoint_every_s: must be >= 0",
+    ),
+    (
+        "baseline not in the suite",
+        mutate("baseline", "ppo"),
+        "suites[0].baseline: 'ppo' is not one of the suite's algorithms",
+    ),
+    (
+        "the seed is the suite's",
+        mutate("algorithms.grpo.init_args", {"seed": 3}),
+        "init_args.seed: GRPO takes no argument",
+    ),
 ]
 
 
@@ -80,12 +126,19 @@ def test_missing_config_file(tmp_path, capsys):
 def test_cli_exit_code_in_a_real_process(tmp_path):
     path = tmp_path / "bench.yaml"
     path.write_text(yaml.safe_dump(mutate("schedule.steps", 0)))
-    done = subprocess.run([sys.executable, "-m", "harness", "run", str(path)], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "schedule.steps" in done.stderr
 
 
-@pytest.mark.parametrize("name", ["benchmarks.yaml", *sorted(p.name for p in (Path(__file__).parents[1] / "configs").glob("*.yaml"))])
+@pytest.mark.parametrize(
+    "name", ["benchmarks.yaml", *sorted(p.name for p in (Path(__file__).parents[1] / "configs").glob("*.yaml"))]
+)
 def test_repository_config_files_are_valid(name):
     from harness.config import load_benchmark
 
@@ -107,5 +160,9 @@ def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
     model.mkdir(), data.mkdir()
     (data / "train.jsonl").write_text(""), (data / "test.jsonl").write_text("")
     local = tmp_path / "gpu.yaml"
-    local.write_text(text.replace("/models/Qwen3-8B", str(model)).replace("/data/gsm8k", str(data)).replace("cache_dir: .cache", f"cache_dir: {tmp_path}"))
+    local.write_text(
+        text.replace("/models/Qwen3-8B", str(model))
+        .replace("/data/gsm8k", str(data))
+        .replace("cache_dir: .cache", f"cache_dir: {tmp_path}")
+    )
     assert [s.name for s in load_benchmark(local).suites] == ["math-qwen3", "code-qwen3", "alfworld-qwen3"]

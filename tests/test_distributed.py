@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from harness import distributed
+from rollout import distributed
 
 TESTS = Path(__file__).parent
 
@@ -48,7 +48,11 @@ def run_suite(tmp_path: Path, devices: int) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
     done = subprocess.run(
         [sys.executable, "-m", "harness", "run", str(config), "--results", str(results)],
-        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=600,
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return results / "pair"
@@ -58,7 +62,11 @@ def run_suite(tmp_path: Path, devices: int) -> Path:
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support")
 def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
     one, two = run_suite(tmp_path, 1), run_suite(tmp_path, 2)
-    frames = {(n, algo): pl.read_parquet(d / f"{algo}-seed0" / "metrics.parquet") for n, d in ((1, one), (2, two)) for algo in ("grpo", "hp_rlvr")}
+    frames = {
+        (n, algo): pl.read_parquet(d / f"{algo}-seed0" / "metrics.parquet")
+        for n, d in ((1, one), (2, two))
+        for algo in ("grpo", "hp_rlvr")
+    }
     prompts = frames[1, "grpo"]["prompt_ids"].to_list()
     assert len({p for step in prompts for p in step}) < 4 * 8  # the pool makes prompts recur
     for (devices, algo), frame in frames.items():

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from test_e2e import suite
 
 from harness.__main__ import main
 from harness.driver import Progress, changed_settings
-from test_e2e import suite
 
 TESTS = Path(__file__).parent
 
@@ -35,11 +35,18 @@ def test_list_prints_one_run_id_a_line_and_filters_select(tmp_path, capsys):
     config = write_config(tmp_path / "b.yaml", two_suites(), tmp_path / "cache")
     assert main(["run", str(config), "--list"]) == 0
     assert capsys.readouterr().out.split() == [
-        "math/grpo-seed0", "math/hp_rlvr-seed0", "math/grpo-seed1", "math/hp_rlvr-seed1", "other/grpo-seed0",
+        "math/grpo-seed0",
+        "math/hp_rlvr-seed0",
+        "math/grpo-seed1",
+        "math/hp_rlvr-seed1",
+        "other/grpo-seed0",
     ]
     assert main(["run", str(config), "--list", "--suite", "math", "--algorithm", "hp_rlvr"]) == 0
     assert capsys.readouterr().out.split() == ["math/hp_rlvr-seed0", "math/hp_rlvr-seed1"]
-    assert main(["run", str(config), "--list", "--seed", "1", "--run", "math/grpo-seed1", "--run", "other/grpo-seed0"]) == 0
+    assert (
+        main(["run", str(config), "--list", "--seed", "1", "--run", "math/grpo-seed1", "--run", "other/grpo-seed0"])
+        == 0
+    )
     assert capsys.readouterr().out.split() == ["math/grpo-seed1"]
     assert not (tmp_path / "cache").exists()  # listing builds nothing
 
@@ -113,15 +120,27 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
     assert main(["leaderboard", str(runs), "--publish", str(published)]) == 0
     suite_dir = published / "math"
     assert sorted(p.name for p in suite_dir.iterdir() if not p.name.startswith(".")) == [
-        "curves.png", "evaluations.parquet", "grad_norms.png", "leaderboard.md", "leaderboard.parquet", "runs.json", "steps.parquet",
+        "curves.png",
+        "evaluations.parquet",
+        "grad_norms.png",
+        "leaderboard.md",
+        "leaderboard.parquet",
+        "runs.json",
+        "steps.parquet",
     ]
-    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(pl.read_parquet(runs / "math" / "leaderboard.parquet"))
-    assert (published / "leaderboard.md").read_text().replace("results", "runs") == (runs / "leaderboard.md").read_text()
+    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(
+        pl.read_parquet(runs / "math" / "leaderboard.parquet")
+    )
+    assert (published / "leaderboard.md").read_text().replace("results", "runs") == (
+        runs / "leaderboard.md"
+    ).read_text()
     # published again from the records alone, with the run folders gone
     for path in (suite_dir / "leaderboard.parquet", published / "leaderboard.md"):
         path.unlink()
     assert main(["leaderboard", str(published)]) == 0
-    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(pl.read_parquet(runs / "math" / "leaderboard.parquet"))
+    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(
+        pl.read_parquet(runs / "math" / "leaderboard.parquet")
+    )
     assert not any(published.glob("*/*/run.json"))  # nothing here for a rerun to take as finished
 
 
@@ -137,7 +156,11 @@ def test_two_processes_on_one_suite_build_one_warm_start_and_both_finish(tmp_pat
     jobs = [
         subprocess.Popen(
             [sys.executable, "-m", "harness", "run", str(config), "--results", str(results), "--algorithm", algorithm],
-            cwd=TESTS.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=TESTS.parent,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for algorithm in ("grpo", "hp_rlvr")
     ]

@@ -1,21 +1,12 @@
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from transformers.cache_utils import DynamicLayer
-
-import harness.engine
-from harness.engine import (
-    GrowingLayer,
-    RolloutEngine,
-    SamplingArgs,
-    activation_checkpointing,
-    decode,
-    left_padded,
-    sample_next,
-    sequence_logprobs,
-    stacked_left,
-    token_logprobs,
-)
+import rollout.decoding
 from harness.models import load_policy
+from rollout.batch import left_padded, stacked_left
+from rollout.cache import GrowingLayer
+from rollout.decoding import RolloutEngine, SamplingArgs, decode, sample_next
+from rollout.scoring import activation_checkpointing, sequence_logprobs, token_logprobs
 from tasks.base import Problem
 
 
@@ -65,13 +56,22 @@ def test_masks_and_sampling_logprobs_align_with_a_training_forward(tiny_dir):
         assert (ids[int(positions[-1]) + 1 :] == pad).all()
     # the sampler's log-probs are what a training forward pass computes at the same temperature
     forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.8)
-    torch.testing.assert_close(forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4
+    )
     assert (rollouts.sample_logprobs[~rollouts.eligible] == 0).all()
     # ... and what the model gives each sequence alone, without any padding
     for row in range(len(rollouts)):
         keep = rollouts.attention_mask[row].bool()
-        alone = sequence_logprobs(model, rollouts.input_ids[row, keep][None], torch.ones(1, int(keep.sum()), dtype=torch.long), 0.8)[0]
-        torch.testing.assert_close(alone[rollouts.eligible[row, keep]], rollouts.sample_logprobs[row][rollouts.eligible[row]], atol=1e-4, rtol=1e-4)
+        alone = sequence_logprobs(
+            model, rollouts.input_ids[row, keep][None], torch.ones(1, int(keep.sum()), dtype=torch.long), 0.8
+        )[0]
+        torch.testing.assert_close(
+            alone[rollouts.eligible[row, keep]],
+            rollouts.sample_logprobs[row][rollouts.eligible[row]],
+            atol=1e-4,
+            rtol=1e-4,
+        )
     assert rollouts.sample_logprobs[rollouts.eligible].std() > 0.5  # the check above had something to compare
 
 
@@ -83,7 +83,9 @@ def test_chunked_generation_concatenates_aligned(tiny_dir):
     rollouts = engine.generate(problems(10))
     assert len(rollouts) == 10 and rollouts.input_ids.shape == rollouts.eligible.shape
     forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0)
-    torch.testing.assert_close(forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4
+    )
     sub = rollouts.select(torch.tensor([1, 7]))
     assert sub.completions == [rollouts.completions[1], rollouts.completions[7]]
     assert sub.eligible.sum() == rollouts.eligible[[1, 7]].sum()
@@ -108,9 +110,9 @@ def test_groups_prefilled_once_sample_what_unshared_rows_sample(tiny_dir):
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=10))
     repeated = [p for p in problems(4) for _ in range(3)]
     torch.manual_seed(5)
-    shared = engine.generate(repeated, group=3)
+    shared = engine.generate(repeated, group_size=3)
     torch.manual_seed(5)
-    alone = engine.generate(repeated, group=1)
+    alone = engine.generate(repeated, group_size=1)
     assert torch.equal(shared.input_ids, alone.input_ids) and torch.equal(shared.eligible, alone.eligible)
     torch.testing.assert_close(shared.sample_logprobs, alone.sample_logprobs, atol=1e-5, rtol=1e-5)
     assert len(set(shared.completions[:3])) > 1  # the copies did diverge: sharing stops at the prompt
@@ -129,7 +131,14 @@ def test_rows_leave_the_batch_at_their_stop_token_without_changing_the_others(ti
     batch, _ = decode(model, ids, mask, stop_ids=stops, max_new_tokens=12, greedy=True, pad_id=0)
     lengths = []
     for i, row in enumerate(rows):
-        single, _ = decode(model, torch.tensor([row]), torch.ones(1, len(row), dtype=torch.long), stop_ids=stops, max_new_tokens=12, greedy=True)
+        single, _ = decode(
+            model,
+            torch.tensor([row]),
+            torch.ones(1, len(row), dtype=torch.long),
+            stop_ids=stops,
+            max_new_tokens=12,
+            greedy=True,
+        )
         n = single.shape[1]
         assert batch[i, :n].tolist() == single[0].tolist()
         assert (batch[i, n:] == 0).all()
@@ -137,13 +146,13 @@ def test_rows_leave_the_batch_at_their_stop_token_without_changing_the_others(ti
     assert len(set(lengths)) > 1  # rows did leave the batch at different steps
 
 
-def grouped_rollouts(tiny_dir, prompts: int, group: int):
-    """A peaked tiny model and `prompts` x `group` rollouts of it, groups prefilled once."""
+def grouped_rollouts(tiny_dir, prompts: int, group_size: int):
+    """A peaked tiny model and `prompts` x `group_size` rollouts of it, groups prefilled once."""
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     torch.manual_seed(0)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8))
-    return model, engine.generate([p for p in problems(prompts) for _ in range(group)], group=group)
+    return model, engine.generate([p for p in problems(prompts) for _ in range(group_size)], group_size=group_size)
 
 
 def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_dir):
@@ -151,7 +160,9 @@ def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_di
     grads = []
     for group in (1, 4):
         model.zero_grad()
-        logp = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group=group)
+        logp = sequence_logprobs(
+            model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group_size=group
+        )
         (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
         grads.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
     torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-5)
@@ -160,7 +171,7 @@ def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_di
     # rows that do not repeat their group's prompt are scored unshared, not wrongly shared
     mixed = rollouts.select(torch.tensor([0, 1, 4, 5]))
     torch.testing.assert_close(
-        sequence_logprobs(model, mixed.input_ids, mixed.attention_mask, 1.0, mixed.eligible, group=4),
+        sequence_logprobs(model, mixed.input_ids, mixed.attention_mask, 1.0, mixed.eligible, group_size=4),
         sequence_logprobs(model, mixed.input_ids, mixed.attention_mask, 1.0, mixed.eligible),
     )
 
@@ -188,14 +199,14 @@ def test_sampling_draws_each_token_with_its_probability_at_the_temperature():
 def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_context_would(tiny_dir):
     """Multi-turn decoding with the cache kept between turns (padding holes, rows that stopped
     early, episodes that leave) samples what recomputing every context from scratch samples."""
-    from harness.engine import Conversation, extend
+    from rollout.conversation import Conversation
 
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=5))
     starts = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(6)]
     answers = [[5, 6], [7], [8, 9, 10, 11], [12, 13, 14]]  # the "environment" appends different lengths
-    first, _ = decode(model, *left_padded(starts, 0, 'cpu'), stop_ids=[-1], max_new_tokens=3, greedy=True)
+    first, _ = decode(model, *left_padded(starts, 0, "cpu"), stop_ids=[-1], max_new_tokens=3, greedy=True)
     stops = [int(first[0, 1]), int(first[2, 2])]
     for greedy in (True, False):
         runs = []
@@ -207,7 +218,8 @@ def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_conte
             for turn in range(4):
                 active = [i for i in range(6) if not (i == 4 and turn >= 1) and not (i == 1 and turn >= 2)]
                 contexts = [rows[i] for i in active]
-                turns = conversation.turn(active, contexts) if incremental else extend(engine, contexts, stops, 5, greedy)
+                fresh = Conversation(engine, stops, 5, greedy)  # each turn recomputed from scratch
+                turns = (conversation if incremental else fresh).turn(active, contexts)
                 for i, t in zip(active, turns):
                     rows[i] += t.tokens + answers[(i + turn) % 4]
                     transcript.append((turn, i, t.tokens, [round(x, 4) for x in t.logprobs]))
@@ -226,7 +238,9 @@ def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
             activation_checkpointing(model, enable=True)
         model.train()
         model.zero_grad()
-        logp = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group=3)
+        logp = sequence_logprobs(
+            model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group_size=3
+        )
         logp.sum().backward()
         results.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
     assert activation_checkpointing(model)
@@ -274,11 +288,11 @@ def test_decoding_with_the_growing_cache_draws_what_the_concatenating_cache_draw
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=90))
     runs = []
-    growing = harness.engine.decoding_cache
-    for cache in (lambda m, length: growing(m), lambda m, length: harness.engine.DynamicCache(config=m.config)):
-        monkeypatch.setattr(harness.engine, "decoding_cache", cache)
+    growing = rollout.decoding.decoding_cache
+    for cache in (lambda m, length: growing(m), lambda m, length: DynamicCache(config=m.config)):
+        monkeypatch.setattr(rollout.decoding, "decoding_cache", cache)
         torch.manual_seed(3)
-        runs.append(engine.generate([p for p in problems(8) for _ in range(2)], group=2))
+        runs.append(engine.generate([p for p in problems(8) for _ in range(2)], group_size=2))
     growing, concatenating = runs
     assert growing.eligible.sum(-1).max() > 70  # past the room a short prompt's cache starts with
     assert torch.equal(growing.input_ids, concatenating.input_ids)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from algorithms.hp_rlvr import (
+    HPRLVR,
     BaselineArgs,
     HindsightTemplate,
     HistoricalBaseline,
-    HPRLVR,
     gini,
     hindsight_views,
     jsd_weights,
@@ -17,8 +17,8 @@ from algorithms.hp_rlvr import (
     render_block,
     segment_bounds,
 )
-from harness.engine import RolloutEngine, SamplingArgs
 from harness.models import load_policy
+from rollout.decoding import RolloutEngine, SamplingArgs
 from tasks.base import Verdict
 from tasks.math import MathTask
 
@@ -32,7 +32,9 @@ def policy(tiny_dir):
 def sampled(policy, n=6, max_new_tokens=14):
     model, tokenizer = policy
     task = MathTask(train_size=50, eval_size=5)
-    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=max_new_tokens)).generate(task.train_problems()[:n])
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=max_new_tokens)).generate(
+        task.train_problems()[:n]
+    )
     rollouts.verdicts = [Verdict(float(i % 2), f"feedback {i}") for i in range(n)]
     return rollouts
 
@@ -52,7 +54,10 @@ def test_scored_tokens_are_the_rollouts_own_aligned_and_absent_from_their_block(
     scored[views.causal_rows, views.causal_cols] = True
     assert torch.equal(scored, rollouts.eligible) and len(views.causal_rows) == int(rollouts.eligible.sum())
     # the same token ids, no re-tokenisation
-    assert torch.equal(views.input_ids[views.hindsight_rows, views.hindsight_cols], rollouts.input_ids[views.causal_rows, views.causal_cols])
+    assert torch.equal(
+        views.input_ids[views.hindsight_rows, views.hindsight_cols],
+        rollouts.input_ids[views.causal_rows, views.causal_cols],
+    )
     for j in range(len(views.causal_rows)):
         i, t = int(views.causal_rows[j]), int(views.causal_cols[j])
         row, col = int(views.hindsight_rows[j]), int(views.hindsight_cols[j])
@@ -67,7 +72,9 @@ def test_scored_tokens_are_the_rollouts_own_aligned_and_absent_from_their_block(
         eligible = rollouts.eligible[i].nonzero().flatten().tolist()
         _, seg_end = segment_bounds(eligible[0], len(eligible), 3)[segment]
         future = rollouts.input_ids[i, seg_end : eligible[-1] + 1].tolist()
-        assert views.input_ids[row, start:end].tolist() == render_block(tokenizer, template, future, rollouts.verdicts[i].feedback)
+        assert views.input_ids[row, start:end].tolist() == render_block(
+            tokenizer, template, future, rollouts.verdicts[i].feedback
+        )
         assert seg_end > t  # the token's own segment is never in its block
 
 

@@ -53,8 +53,9 @@ def test_explained_variance():
 
 
 def test_value_head_values_align_with_the_policy_forward(tiny_dir):
-    from harness.engine import RolloutEngine, SamplingArgs, sequence_logprobs
     from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from rollout.scoring import sequence_logprobs
     from tasks.base import Verdict
     from tasks.math import MathTask
 
@@ -74,7 +75,9 @@ def test_value_head_values_align_with_the_policy_forward(tiny_dir):
     for i in range(4):
         assert (returns[i][rollouts.eligible[i]] == rollouts.rewards[i]).all()
     loss, value_stats = module.extra_loss(rollouts, outputs)
-    assert value_stats["ppo/value_loss"] == pytest.approx(0.5 * float((rollouts.rewards**2 * rollouts.eligible.sum(-1)).sum() / rollouts.eligible.sum()), rel=1e-5)
+    assert value_stats["ppo/value_loss"] == pytest.approx(
+        0.5 * float((rollouts.rewards**2 * rollouts.eligible.sum(-1)).sum() / rollouts.eligible.sum()), rel=1e-5
+    )
 
 
 def test_value_head_trains_at_its_own_learning_rate(tiny_dir):

@@ -29,7 +29,8 @@ PASSING = "assert True\n"
 FAILING = "assert 1 + 1 == 3\n"
 
 uid_drop_only = pytest.mark.skipif(
-    isolation().privilege != "uid-drop", reason="only a private uid (harness running as root) keeps the harness's files out of reach"
+    isolation().privilege != "uid-drop",
+    reason="only a private uid (harness running as root) keeps the harness's files out of reach",
 )
 
 
@@ -86,7 +87,11 @@ def contained(request, pool):
         cwd, env = os.getcwd(), dict(os.environ)
         workers = pool.worker_pids()
         start = time.monotonic()
-        run = pool.execute(program, tests, timeout_s, **kwargs) if batched else execute(program, tests, timeout_s, **kwargs)
+        run = (
+            pool.execute(program, tests, timeout_s, **kwargs)
+            if batched
+            else execute(program, tests, timeout_s, **kwargs)
+        )
         assert time.monotonic() - start < timeout_s + SLACK_S
         assert not os.path.exists(run.workdir)
         assert processes_of(run.workdir) == []
@@ -137,7 +142,10 @@ def test_an_exception_in_the_program_under_test_names_the_test(contained):
 def test_an_exception_before_the_tests_is_reported_as_such(contained):
     run = contained("y = undefined_name + 1\n")
     assert run.verdict.reward == 0.0
-    assert run.verdict.feedback == "program failed before the tests ran: NameError: name 'undefined_name' is not defined (at: y = undefined_name + 1)"
+    assert (
+        run.verdict.feedback
+        == "program failed before the tests ran: NameError: name 'undefined_name' is not defined (at: y = undefined_name + 1)"
+    )
 
 
 def test_feedback_is_truncated(contained):
@@ -200,7 +208,9 @@ def test_writing_outside_the_working_directory_is_refused(tmp_path, contained):
 @uid_drop_only
 def test_files_left_in_world_writable_directories_are_removed(contained):
     names = [f"/tmp/rlvr-sandbox-test-{uuid.uuid4().hex}", f"/dev/shm/rlvr-sandbox-test-{uuid.uuid4().hex}"]
-    program = "import os\n" + "".join(f"os.makedirs({n!r} + '/sub')\nopen({n!r} + '/sub/f', 'w').write('x')\n" for n in names)
+    program = "import os\n" + "".join(
+        f"os.makedirs({n!r} + '/sub')\nopen({n!r} + '/sub/f', 'w').write('x')\n" for n in names
+    )
     assert contained(program).verdict.reward == 1.0
     assert not any(os.path.exists(n) for n in names)
 
@@ -294,7 +304,7 @@ SPOOFS = {
     "assertion-error": "import builtins\nbuiltins.AssertionError = type('Nope', (Exception,), {})\n",
     "fake-records": (
         "import os\nfor fd in range(64):\n    try:\n"
-        "        os.write(fd, b'{\"pass\": \"0\"}\\n{\"phase\": \"tests\"}\\nall tests passed\\n')\n"
+        '        os.write(fd, b\'{"pass": "0"}\\n{"phase": "tests"}\\nall tests passed\\n\')\n'
         "    except OSError:\n        pass\n"
     ),
     "settrace": "import sys\nsys.settrace(lambda *a: None)\n",
@@ -385,7 +395,9 @@ def test_a_worker_that_dies_or_hangs_mid_job_fails_that_job_and_is_replaced(sign
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
         (worker,) = pool.worker_pids()
         runs: list[Execution] = []
-        job = threading.Thread(target=lambda: runs.append(pool.execute("import time\ntime.sleep(1.5)\n", PASSING, TIMEOUT)))
+        job = threading.Thread(
+            target=lambda: runs.append(pool.execute("import time\ntime.sleep(1.5)\n", PASSING, TIMEOUT))
+        )
         job.start()
         time.sleep(0.5)
         os.kill(worker, getattr(signal, signal_name))

@@ -1,13 +1,12 @@
 import torch
 
-from harness.models import (
-    SupervisedWarmStart,
-    WarmStartArgs,
-    layout,
-    load_policy,
-    packed,
-    padded,
-)
+from harness.models import SupervisedWarmStart, WarmStartArgs, first_fit, layout, load_policy, packed_lines, padded
+
+
+def packed(rows, pad_id):
+    """Rows packed into lines as wide as the longest, as `layout` packs them."""
+    width = max(len(ids) for ids, _ in rows)
+    return packed_lines(first_fit(rows, width), width, pad_id)
 
 
 def rows_of(lengths, seed=0):

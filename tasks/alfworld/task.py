@@ -12,12 +12,12 @@ work on it unchanged:
     ...
 
 The policy's tokens are the commands (each ending at its newline); the environment's answers
-are context, never eligible. Each turn continues the same token ids (`harness.engine.Conversation`),
+are context, never eligible. Each turn continues the same token ids (`rollout.conversation.Conversation`),
 so the row is exactly what the policy saw and sampled. The admissible commands are not listed
 (`show_admissible` lists them after each observation): the observations already name every
 receptacle and object, and a list of ten commands a turn would triple the row.
 
-Games come from `tasks.alfworld_games` (generated over the alfworld package's PDDL domain and
+Games come from `tasks.alfworld.generation` (generated over the alfworld package's PDDL domain and
 layouts, or the official ones under $ALFWORLD_DATA). Demonstrations for the warm start are the
 games' expert walkthroughs with random detours ("go to" a receptacle the expert had no reason
 to visit) replayed in the engine: the expert knows where the object is; a policy must look, and
@@ -39,11 +39,16 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tasks.alfworld_games import TASK_TYPES, AlfworldEnv, EnvPool, GameRecord, GameSize, generate_games, load_official_games
+from tasks.alfworld.data import TASK_TYPES, GameRecord, GameSize
+from tasks.alfworld.env import AlfworldEnv
+from tasks.alfworld.generation import generate_games
+from tasks.alfworld.official import load_official_games
+from tasks.alfworld.pool import EnvPool
 from tasks.base import Problem, Task, Verdict
 
 if TYPE_CHECKING:
-    from harness.engine import RolloutEngine, Rollouts
+    from rollout.batch import Rollouts
+    from rollout.decoding import RolloutEngine
 
 PROMPT = "Your task is to: {task}.\n{observation}\n> "
 ACTION_END = "\n"
@@ -108,7 +113,11 @@ class AlfworldTask(Task):
     @classmethod
     def unavailable(cls) -> str | None:
         missing = [m for m in ("alfworld", "textworld", "fast_downward") if importlib.util.find_spec(m) is None]
-        return f"needs alfworld and textworld, which the harness installs (pip install -e .); missing: {', '.join(missing)}" if missing else None
+        return (
+            f"needs alfworld and textworld, which the harness installs (pip install -e .); missing: {', '.join(missing)}"
+            if missing
+            else None
+        )
 
     # ---- problems
 
@@ -120,7 +129,9 @@ class AlfworldTask(Task):
             held_out = [g for g in records if g.split != "train"][: self.eval_games]
             records = train[: self.train_games] + held_out
         else:
-            common = dict(task_types=self.task_types, seed=self.seed, size=self.size, cache_dir=self.cache_dir / "games")
+            common = dict(
+                task_types=self.task_types, seed=self.seed, size=self.size, cache_dir=self.cache_dir / "games"
+            )
             records = generate_games(count=self.train_games, split="train", **common) + generate_games(
                 count=self.eval_games, split="eval", **common
             )
@@ -153,7 +164,9 @@ class AlfworldTask(Task):
 
     def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
         """The expert's walkthrough with seeded detours, replayed; cached beside the game."""
-        cached = Path(game.path).with_name(f"demonstration-{self.detour_rate}-{self.max_turns}-{int(self.show_admissible)}.json")
+        cached = Path(game.path).with_name(
+            f"demonstration-{self.detour_rate}-{self.max_turns}-{int(self.show_admissible)}.json"
+        )
         if cached.exists():
             data = json.loads(cached.read_text())
             return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
@@ -169,13 +182,17 @@ class AlfworldTask(Task):
             if command.startswith("go to ") and detours and spare > 0 and rng.random() < self.detour_rate:
                 detour = rng.choice(detours)
                 result = env.step(detour)
-                turns.append((detour, answer_text(result.observation, result.done, result.admissible, self.show_admissible)))
+                turns.append(
+                    (detour, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
+                )
                 spare -= 1
             if env.done:
                 break
             result = env.step(command)
             admissible, won = result.admissible, result.won
-            turns.append((command, answer_text(result.observation, result.done, result.admissible, self.show_admissible)))
+            turns.append(
+                (command, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
+            )
         transcript = Transcript(prompt, tuple(turns), won)
         tmp = cached.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
         tmp.write_text(json.dumps({"prompt": prompt, "turns": turns, "won": won}))
@@ -196,11 +213,14 @@ class AlfworldTask(Task):
 
     # ---- rollouts: the environment loop
 
-    def rollout(self, engine: RolloutEngine, problems: Sequence[Problem], per_problem: int, greedy: bool = False) -> Rollouts:
-        from harness.engine import Conversation, Rollouts, left_padded, stacked_left
+    def rollout(
+        self, engine: RolloutEngine, problems: Sequence[Problem], group_size: int, greedy: bool = False
+    ) -> Rollouts:
+        from rollout.batch import Rollouts, left_padded, stacked_left
+        from rollout.conversation import Conversation
 
         tokenizer = engine.tokenizer
-        episodes = [p for p in problems for _ in range(per_problem)]
+        episodes = [p for p in problems for _ in range(group_size)]
         pool = rollout_pool(self.env_processes, self.max_turns)
         starts = pool.reset([self.games[p.id] for p in episodes])
         rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
@@ -211,7 +231,7 @@ class AlfworldTask(Task):
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
-        conversation = Conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group=per_problem)
+        conversation = Conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
         for _ in range(self.max_turns):
             active = [i for i, going in enumerate(pool.active) if going]
             if not active:
@@ -219,7 +239,9 @@ class AlfworldTask(Task):
             turns = conversation.turn(active, [rows[i] for i in active])
             commands: list[str | None] = [None] * len(episodes)  # None: the episode has ended
             # one tokenizer call a turn for all episodes, not one per episode
-            for i, text in zip(active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)):
+            for i, text in zip(
+                active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)
+            ):
                 commands[i] = text.strip() or "look"
             stepped = pool.step(commands)
             results = [stepped[i] for i in active]
@@ -249,6 +271,10 @@ class AlfworldTask(Task):
         return rollouts
 
     # ---- verification
+
+    def own_work(self) -> list[tuple[object, str]]:
+        # the rollouts' game engines, whether their games run here or in worker processes
+        return [*super().own_work(), (EnvPool, "step"), (EnvPool, "reset")]
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """The outcomes the environment gave while the episodes were played."""

@@ -1,0 +1,138 @@
+"""The rollout batch: one row per rollout, the prompt (left-padded) followed by what the policy
+generated (right-padded), so that column t of every tensor speaks of the same token. `eligible`
+marks the tokens the policy itself produced: the learning signal touches nothing else. Also the
+problem and verdict types that travel with it, and left padding."""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's judgement of one rollout: reward in [0, 1] and feedback a model can read."""
+
+    reward: float
+    feedback: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt. `answer` is for the verifier only; `demonstration` is a worked completion for
+    the warm start (empty where the task has none)."""
+
+    id: str
+    prompt: str
+    answer: str
+    demonstration: str = ""
+
+
+@dataclass
+class Rollouts:
+    problems: list[Problem]
+    input_ids: Tensor  # [N, L] prompt then completion
+    attention_mask: Tensor  # [N, L]
+    eligible: Tensor  # [N, L] bool: tokens the policy generated, EOS included
+    sample_logprobs: Tensor  # [N, L] log-prob of each eligible token when it was sampled, 0 elsewhere
+    completions: list[str]
+    verdicts: list[Verdict] = field(default_factory=list)
+    token_data: dict[str, Tensor] = field(default_factory=dict)
+    """Further [N, L] tensors aligned with input_ids (advantages, old log-probs, values)."""
+
+    def __len__(self) -> int:
+        return len(self.problems)
+
+    @property
+    def rewards(self) -> Tensor:
+        return torch.tensor([v.reward for v in self.verdicts], dtype=torch.float32, device=self.input_ids.device)
+
+    def select(self, index: Tensor) -> "Rollouts":
+        """The rows in `index`, trimmed of columns that are padding in all of them."""
+        rows = index.tolist()
+        mask = self.attention_mask[index]
+        used = mask.any(0).nonzero()
+        lo, hi = int(used.min()), int(used.max()) + 1
+        return Rollouts(
+            problems=[self.problems[i] for i in rows],
+            input_ids=self.input_ids[index, lo:hi],
+            attention_mask=mask[:, lo:hi],
+            eligible=self.eligible[index, lo:hi],
+            sample_logprobs=self.sample_logprobs[index, lo:hi],
+            completions=[self.completions[i] for i in rows],
+            verdicts=[self.verdicts[i] for i in rows] if self.verdicts else [],
+            token_data={k: v[index, lo:hi] for k, v in self.token_data.items()},
+        )
+
+
+def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
+    """Stack rollouts of different lengths, aligning the prompt/completion boundary."""
+    prompt_lens = [int((~r.eligible).cumprod(-1).sum(-1).max()) for r in parts]
+    left = max(prompt_lens)
+    right = max(r.input_ids.shape[1] - p for r, p in zip(parts, prompt_lens))
+
+    def pad(t: Tensor, p: int, value) -> Tensor:
+        return torch.nn.functional.pad(t, (left - p, right - (t.shape[1] - p)), value=value)
+
+    return Rollouts(
+        problems=[x for r in parts for x in r.problems],
+        input_ids=torch.cat([pad(r.input_ids, p, pad_id) for r, p in zip(parts, prompt_lens)]),
+        attention_mask=torch.cat([pad(r.attention_mask, p, 0) for r, p in zip(parts, prompt_lens)]),
+        eligible=torch.cat([pad(r.eligible, p, False) for r, p in zip(parts, prompt_lens)]),
+        sample_logprobs=torch.cat([pad(r.sample_logprobs, p, 0.0) for r, p in zip(parts, prompt_lens)]),
+        completions=[x for r in parts for x in r.completions],
+        verdicts=[x for r in parts for x in r.verdicts],
+        token_data={
+            key: torch.cat([pad(r.token_data[key], p, 0) for r, p in zip(parts, prompt_lens)])
+            for key in parts[0].token_data
+            if all(key in r.token_data for r in parts)
+        },
+    )
+
+
+def position_ids(attention_mask: Tensor) -> Tensor:
+    """Positions that skip left padding, as `generate` computes them, so that a training
+    forward pass scores exactly what was sampled."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def repeats_in_groups(input_ids: Tensor, attention_mask: Tensor, group_size: int) -> bool:
+    """Whether each consecutive group of `group_size` rows is one row repeated (tokens and mask);
+    False for a group of 1 or rows that do not divide into groups."""
+    if group_size < 2 or input_ids.shape[0] % group_size:
+        return False
+    ids, mask = (
+        input_ids.view(-1, group_size, input_ids.shape[1]),
+        attention_mask.view(-1, group_size, input_ids.shape[1]),
+    )
+    return bool((ids == ids[:, :1]).all() and (mask == mask[:, :1]).all())
+
+
+def left_padded(rows: Sequence[list[int]], pad: int, device) -> tuple[Tensor, Tensor]:
+    """(token ids [N, W], attention mask [N, W]) of rows left-padded to the longest."""
+    ids = stacked_left(rows, pad, torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    mask = (torch.arange(ids.shape[1]) >= ids.shape[1] - lengths[:, None]).long()
+    return ids.to(device), mask.to(device)
+
+
+_TYPECODES = {torch.long: "q", torch.float32: "f", torch.bool: "B"}
+
+
+def stacked_left(rows: Sequence[Sequence], value, dtype: torch.dtype) -> Tensor:
+    """[N, W] CPU tensor of rows (lists of ints, floats or bools) left-padded with `value` to the
+    longest, through one flat array: a tensor from nested lists costs several times more
+    (docs/performance.md)."""
+    width = max(map(len, rows))
+    flat = array(_TYPECODES[dtype])
+    for row in rows:
+        flat.extend([value] * (width - len(row)))
+        flat.extend(row)
+    if not flat:
+        return torch.empty((len(rows), width), dtype=dtype)
+    as_stored = torch.uint8 if dtype == torch.bool else dtype
+    return torch.frombuffer(flat, dtype=as_stored).view(len(rows), width).to(dtype, copy=True)

@@ -1,0 +1,144 @@
+"""Many games stepped at once, here or in worker processes forked from the harness, which step
+their shares of a turn's episodes while the policy waits."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tasks.alfworld.data import GameRecord, ResetResult, StepResult
+from tasks.alfworld.env import AlfworldEnv
+
+
+class EnvPool:
+    """Games stepped in lockstep: in this process one after another (`processes=0`), or dealt
+    round-robin to `processes` worker processes that step their shares at the same time: a
+    step is CPU-bound Python (mostly TextWorld deriving the text of every admissible command),
+    so on a rollout of many episodes the environment costs about what the policy's decoding
+    does (docs/tasks.md). Workers are forked from this process on first use, so they
+    start with the games it has already parsed, and they keep their own caches from call to
+    call. A finished game is skipped: give it None as its command and get None back.
+
+    `reset` takes any number of games; the pool then has that many. Transitions are those of an
+    `AlfworldEnv` in this process (the engine is deterministic; tested)."""
+
+    def __init__(
+        self, size: int = 0, max_steps: int = 50, fast: bool = True, list_help: bool = True, processes: int = 0
+    ) -> None:
+        self.max_steps, self.fast, self.list_help, self.processes = max_steps, fast, list_help, processes
+        self.envs = [
+            AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help)
+            for _ in range(size if not processes else 0)
+        ]
+        self.workers: list[tuple[Any, Any]] = []  # (process, connection)
+        self.done: list[bool] = [True] * size
+
+    def __len__(self) -> int:
+        return len(self.done)
+
+    def __enter__(self) -> EnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reset(self, games: Sequence[GameRecord | str | Path]) -> list[ResetResult]:
+        games = [str(g.path) if isinstance(g, GameRecord) else g for g in games]
+        if self.processes:
+            results = self._scatter("reset", games)
+        else:
+            results = _reset(self.envs, games, self.max_steps, self.fast, self.list_help)
+        self.done = [False] * len(games)
+        return results
+
+    def step(self, commands: Sequence[str | None]) -> list[StepResult | None]:
+        if len(commands) != len(self.done):
+            raise ValueError(f"{len(commands)} commands for a pool of {len(self.done)}")
+        commands = [None if done else command for command, done in zip(commands, self.done)]
+        results = self._scatter("step", commands) if self.processes else _step(self.envs, commands)
+        self.done = [done if result is None else result.done for done, result in zip(self.done, results)]
+        return results
+
+    @property
+    def active(self) -> list[bool]:
+        return [not done for done in self.done]
+
+    def _scatter(self, kind: str, items: list) -> list:
+        """Deal `items` round-robin to the workers, run `kind` on each share, gather in order."""
+        import multiprocessing
+
+        while len(self.workers) < self.processes:
+            ours, theirs = multiprocessing.Pipe()
+            # fork: the worker starts with this process's parsed games and translations, and
+            # never touches the accelerator or torch this process may hold
+            process = multiprocessing.get_context("fork").Process(
+                target=_serve, args=(theirs, self.fast, self.list_help), daemon=True
+            )
+            process.start()
+            theirs.close()
+            self.workers.append((process, ours))
+        shares = [items[w :: self.processes] for w in range(self.processes)]
+        for (_, connection), share in zip(self.workers, shares):
+            if share:
+                connection.send((kind, share, self.max_steps))
+        results: list = [None] * len(items)
+        for w, ((process, connection), share) in enumerate(zip(self.workers, shares)):
+            if not share:
+                continue
+            try:
+                status, value = connection.recv()
+            except EOFError:
+                status, value = "error", f"the ALFWorld worker {process.pid} died"
+            if status == "error":
+                self.close()
+                raise RuntimeError(value)
+            results[w :: self.processes] = value
+        return results
+
+    def close(self) -> None:
+        for process, connection in self.workers:
+            try:
+                connection.send(None)
+            except OSError:
+                pass
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+            connection.close()
+        self.workers = []
+
+
+def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool) -> list[ResetResult]:
+    """Reset the first len(games) of `envs` to `games`, adding engines as needed."""
+    while len(envs) < len(games):
+        envs.append(AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help))
+    for env in envs:
+        env.max_steps = max_steps
+    return [env.reset(game) for env, game in zip(envs, games)]
+
+
+def _step(envs: list[AlfworldEnv], commands: Sequence[str | None]) -> list[StepResult | None]:
+    return [None if command is None or env.done else env.step(command) for env, command in zip(envs, commands)]
+
+
+def _serve(connection: Any, fast: bool, list_help: bool) -> None:
+    """A worker of `EnvPool`: its share of the games, until told None."""
+    envs: list[AlfworldEnv] = []
+    while True:
+        try:
+            message = connection.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        kind, items, max_steps = message
+        try:
+            if kind == "reset":
+                reply = ("ok", _reset(envs, items, max_steps, fast, list_help))
+            else:
+                reply = ("ok", _step(envs, items))
+        except Exception as error:  # noqa: BLE001 - the harness process raises it
+            reply = ("error", f"ALFWorld worker {os.getpid()}: {error!r}")
+        connection.send(reply)

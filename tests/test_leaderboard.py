@@ -1,0 +1,47 @@
+"""The leaderboard's arithmetic on runs made up here, against figures worked out by hand."""
+
+import polars as pl
+import pytest
+
+from harness.leaderboard import aggregate
+
+
+def runs(baseline: str) -> pl.DataFrame:
+    rows = []
+    for seed, (slow, fast) in enumerate([(100.0, 50.0), (120.0, 40.0)]):
+        for algorithm, seconds in (("grpo", slow), ("hp_rlvr", fast)):
+            rows.append(
+                {
+                    "suite": "s",
+                    "task": "T",
+                    "model": "tiny",
+                    "algorithm": algorithm,
+                    "baseline": baseline,
+                    "seed": seed,
+                    "steps": 10,
+                    "prompts_per_step": 4,
+                    "group_size": 8 if algorithm == "grpo" else 1,
+                    "rollouts": 40,
+                    "wall_clock_s": seconds,
+                    "accuracy_before": 0.5,
+                    "accuracy_after": 0.5 + 0.01 * (seed + 1),
+                    "zero_grad_fraction": 0.0,
+                    "grad_norm_records": 10,
+                    "tokens_generated": 100,
+                    "peak_memory_mb": None,
+                    "reward_mean": 0.5,
+                    **{f"{stage}_s": 1.0 for stage in ("sample", "verify", "credit", "update")},
+                }
+            )
+    return pl.DataFrame(rows)
+
+
+def test_speedup_is_the_named_baselines_wall_clock_over_the_algorithms_per_seed():
+    board = aggregate(runs("grpo"))
+    hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    assert hp["baseline"] == "grpo"
+    assert hp["speedup"] == pytest.approx((100 / 50 + 120 / 40) / 2)  # the mean of each pair's ratio
+    assert board.filter(pl.col("algorithm") == "grpo")["speedup"][0] == 1.0
+    named = aggregate(runs("hp_rlvr"))  # the suite says which algorithm the others are paired against
+    assert named.filter(pl.col("algorithm") == "grpo")["speedup"][0] == pytest.approx((50 / 100 + 40 / 120) / 2)
+    assert named.filter(pl.col("algorithm") == "hp_rlvr")["speedup"][0] == 1.0
