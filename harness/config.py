@@ -11,7 +11,7 @@
         sampling: {...}; optim: {...}; update: {...}; evaluation: {...}
 
 An algorithm's init_args may also override the suite's sampling / optim / update / evaluation
-groups (e.g. a different learning rate for PPO). Every problem is a `ConfigError` whose message
+settings (e.g. a different learning rate for PPO). Every problem is a `ConfigError` whose message
 is one line naming the field.
 """
 
@@ -32,7 +32,7 @@ from harness.models import ModelArgs
 from rollout.decoding import SamplingArgs
 from tasks.base import Task
 
-GROUPS = {
+SETTINGS = {
     "schedule": Schedule,
     "sampling": SamplingArgs,
     "optim": OptimArgs,
@@ -79,7 +79,7 @@ class Suite:
     algorithms: dict[str, ClassSpec]
     seeds: list[int]
     model: ModelArgs
-    groups: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
+    settings: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
     trainer: TrainerArgs = field(default_factory=TrainerArgs)
     baseline: str = "grpo"
     """The algorithm every other one of the suite is paired against (its speedup's numerator)."""
@@ -88,15 +88,15 @@ class Suite:
         """What identifies the task in a starting-weights recipe."""
         return {"class_path": self.task.class_path, "init_args": self.task.init_args}
 
-    def algorithm_groups(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(the algorithm's own init_args, its groups with overrides applied)."""
-        own, groups = {}, dict(self.groups)
+    def algorithm_settings(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the algorithm's own init_args, its settings with overrides applied)."""
+        own, settings = {}, dict(self.settings)
         for key, value in self.algorithms[algorithm].init_args.items():
-            if key in GROUPS:
-                groups[key] = dataclasses.replace(groups[key], **value)
+            if key in SETTINGS:
+                settings[key] = dataclasses.replace(settings[key], **value)
             else:
                 own[key] = value
-        return own, groups
+        return own, settings
 
 
 @dataclass
@@ -151,14 +151,14 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
         raise ConfigError(f"{where}.init_args: expected a mapping")
     params = inspect.signature(cls.__init__).parameters
     for key in spec.init_args:
-        if base is RLVRModule and key in GROUPS:
-            continue  # the suite's argument groups, overridden for this algorithm
+        if base is RLVRModule and key in SETTINGS:
+            continue  # the suite's settings, overridden for this algorithm
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
     return spec
 
 
-SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "baseline", *GROUPS}
+SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "baseline", *SETTINGS}
 
 
 def parse_suite(raw: Any, where: str) -> Suite:
@@ -196,20 +196,20 @@ def parse_suite(raw: Any, where: str) -> Suite:
             raise ConfigError(f"{where}.model.path: required when preset is null")
         if not Path(model.path).is_dir():
             raise ConfigError(f"{where}.model.path: no such directory: {model.path}")
-    groups = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in GROUPS.items()}
+    settings = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in SETTINGS.items()}
     trainer = build_dataclass(TrainerArgs, raw.get("trainer", {}), f"{where}.trainer")
     baseline = raw.get("baseline", "grpo")
     if "baseline" in raw and baseline not in algorithms:
         raise ConfigError(
             f"{where}.baseline: {baseline!r} is not one of the suite's algorithms ({', '.join(algorithms)})"
         )
-    suite = Suite(name, task, algorithms, seeds, model, groups, trainer, baseline)
+    suite = Suite(name, task, algorithms, seeds, model, settings, trainer, baseline)
     check_values(suite, where)
     return suite
 
 
 def check_values(suite: Suite, where: str) -> None:
-    s = suite.groups["schedule"]
+    s = suite.settings["schedule"]
     if s.steps < 1:
         raise ConfigError(f"{where}.schedule.steps: must be >= 1 (got {s.steps})")
     if s.prompts_per_step < 1:
@@ -228,25 +228,25 @@ def check_values(suite: Suite, where: str) -> None:
     if t.strategy == "fsdp" and t.accelerator == "cpu":
         raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
     for name, spec in suite.algorithms.items():
-        own, groups = suite.algorithm_groups(name)
+        own, settings = suite.algorithm_settings(name)
         if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
             raise ConfigError(
                 f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})"
             )
-        if groups["schedule"].prompts_per_step % t.devices:
+        if settings["schedule"].prompts_per_step % t.devices:
             raise ConfigError(
                 f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
             )
         if (
-            groups["update"].minibatches < 1
-            or groups["update"].minibatches > groups["schedule"].prompts_per_step // t.devices
+            settings["update"].minibatches < 1
+            or settings["update"].minibatches > settings["schedule"].prompts_per_step // t.devices
         ):
             raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
-        if groups["update"].epochs < 1:
+        if settings["update"].epochs < 1:
             raise ConfigError(f"{where}.update.epochs: must be >= 1")
-        if groups["sampling"].temperature <= 0:
+        if settings["sampling"].temperature <= 0:
             raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
-        if groups["sampling"].max_new_tokens < 1:
+        if settings["sampling"].max_new_tokens < 1:
             raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")

@@ -107,7 +107,7 @@ def plan(benchmark: Benchmark, only: RunFilter | None = None) -> list[PlannedRun
 def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = None) -> None:
     quiet_libraries()
     runs = plan(benchmark, only)
-    progress = Progress(len(runs))
+    progress = Progress(runs, benchmark.cache_dir)
     for suite in benchmark.suites:
         mine = [r for r in runs if r.suite is suite]
         if not mine:
@@ -116,14 +116,17 @@ def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = 
         if reason:
             print(f"[{suite.name}] skipped: {suite.task.class_path} {reason}")
             for _ in mine:
-                progress.done(None)
+                progress.done(None, 0.0)
             continue
         for planned in mine:
+            builds = progress.needs_weights(planned)
             started = time.perf_counter()
-            ran = run_one(
-                suite, planned.algorithm, planned.seed, results / suite.name, benchmark.cache_dir, progress.label()
+            position = progress.label()
+            preparation_s = run_one(
+                suite, planned.algorithm, planned.seed, results / suite.name, benchmark.cache_dir, position
             )
-            progress.done(time.perf_counter() - started if ran else None)
+            ran_s = None if preparation_s is None else time.perf_counter() - started
+            progress.done(ran_s, preparation_s if builds and preparation_s is not None else 0.0)
         if distributed.rank() == 0 and any((results / suite.name).glob("*/run.json")):
             publish(results / suite.name)
     if distributed.rank() == 0 and any(results.glob("*/*/run.json")):
@@ -131,34 +134,53 @@ def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = 
 
 
 class Progress:
-    """`(i/n)` for each run, and once a run has finished here, the time the rest should take at
-    the mean pace of the runs finished so far."""
+    """`(i/n)` for each run and, once a run has finished here, the time the rest should take: the
+    mean run so far for each run left, and the mean warm start so far for each set of starting
+    weights they still need built."""
 
-    def __init__(self, total: int):
-        self.total, self.index, self.spent = total, 0, []
+    def __init__(self, runs: list[PlannedRun], cache_dir: Path):
+        self.runs, self.cache_dir, self.index = runs, cache_dir, 0
+        self.run_s: list[float] = []  # each run's time, less building its starting weights
+        self.build_s: list[float] = []
+
+    def needs_weights(self, planned: PlannedRun) -> str | None:
+        """The cache key of the starting weights `planned` will build, or None when they exist."""
+        recipe = weights_recipe(planned.suite.model, planned.suite.task_key())
+        if recipe is None or (self.cache_dir / "policies" / recipe[1] / "recipe.json").exists():
+            return None
+        return recipe[1]
 
     def label(self) -> str:
-        text = f"({self.index + 1}/{self.total})"
-        left = self.total - self.index
-        if self.spent:
-            text += f", about {fmt_duration(left * sum(self.spent) / len(self.spent))} left"
+        text = f"({self.index + 1}/{len(self.runs)})"
+        if self.run_s:
+            left = self.runs[self.index :]
+            builds = {key for r in left if (key := self.needs_weights(r))}
+            seconds = len(left) * mean(self.run_s) + (len(builds) * mean(self.build_s) if self.build_s else 0.0)
+            text += f", about {fmt_duration(seconds)} left"
         return text
 
-    def done(self, seconds: float | None) -> None:
-        """One run over: ran for `seconds`, or None when it was skipped."""
+    def done(self, seconds: float | None, build_s: float) -> None:
+        """One run over: it took `seconds` (None: not run here), `build_s` of them building its
+        starting weights."""
         self.index += 1
         if seconds is not None:
-            self.spent.append(seconds)
+            self.run_s.append(seconds - build_s)
+            if build_s:
+                self.build_s.append(build_s)
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def fmt_duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **group_changes):
+def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **setting_changes):
     """(the algorithm's module on the suite's starting weights, where those weights are). The
-    weights are built and cached on first use. `group_changes` replace fields of the suite's
-    groups (e.g. schedule={"steps": 5}) for this module only."""
+    weights are built and cached on first use. `setting_changes` replace fields of the suite's
+    settings (e.g. schedule={"steps": 5}) for this module only."""
     task = suite.task.resolve()(**suite.task.init_args)
     weights = starting_weights(suite.model, task, suite.task_key(), cache_dir)
     L.seed_everything(seed, verbose=False)
@@ -166,11 +188,11 @@ def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **gro
     if suite.model.gradient_checkpointing:
         activation_checkpointing(policy, enable=True)
     policy.train()
-    own, groups = suite.algorithm_groups(algorithm)
-    for name, changes in group_changes.items():
-        groups[name] = type(groups[name])(**{**asdict(groups[name]), **changes})
+    own, settings = suite.algorithm_settings(algorithm)
+    for name, changes in setting_changes.items():
+        settings[name] = type(settings[name])(**{**asdict(settings[name]), **changes})
     module = suite.algorithms[algorithm].resolve()(
-        policy=policy, tokenizer=tokenizer, task=task, seed=seed, **own, **groups
+        policy=policy, tokenizer=tokenizer, task=task, seed=seed, **own, **settings
     )
     return module, weights
 
@@ -178,7 +200,7 @@ def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **gro
 def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
-    own, groups = suite.algorithm_groups(algorithm)
+    own, settings = suite.algorithm_settings(algorithm)
     recipe = weights_recipe(suite.model, suite.task_key())
     spec = {
         "task": suite.task_key(),
@@ -186,7 +208,7 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
         "starting_weights": recipe[1] if recipe else suite.model.path,
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
-        **{name: asdict(value) for name, value in groups.items()},
+        **{name: asdict(value) for name, value in settings.items()},
         "trainer": {k: v for k, v in asdict(suite.trainer).items() if k != "checkpoint_every_s"},
     }
     return json.loads(json.dumps(spec, default=str))
@@ -224,9 +246,12 @@ def prepare(run_dir: Path, spec: dict, say) -> str:
     return "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
 
 
-def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path, position: str = "") -> bool:
-    """Run (or resume) one run into `suite_dir`; False when it was not run here: finished
-    earlier with these settings, or held by another process."""
+def run_one(
+    suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir: Path, position: str = ""
+) -> float | None:
+    """Run (or resume) one run into `suite_dir`. Returns the seconds spent preparing it (its
+    starting weights built or loaded), or None when it was not run here: finished earlier with
+    these settings, or held by another process."""
     run_dir = suite_dir / run_name(algorithm, seed)
 
     def say(text: str) -> None:
@@ -242,14 +267,10 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
             action = prepare(run_dir, run_spec(suite, algorithm, seed), say)
         except Timeout:
             held, action = None, "held"
-    else:  # the other processes of a multi-device run follow the first one's folder
-        action = (
-            "skip"
-            if (run_dir / "run.json").exists()
-            else "resume"
-            if (run_dir / "checkpoints" / "last.ckpt").exists()
-            else "start"
-        )
+    elif (run_dir / "run.json").exists():  # the other processes of a multi-device run follow the first's
+        action = "skip"
+    else:
+        action = "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
     action = distributed.from_first(action)
     try:
         if action in ("skip", "held"):
@@ -258,21 +279,21 @@ def run_one(suite: Suite, algorithm: str, seed: int, suite_dir: Path, cache_dir:
                 if action == "skip"
                 else "running in another process, skipped"
             )
-            return False
-        fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
-        return True
+            return None
+        return fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
     finally:
         if held is not None:
             held.release()
 
 
-def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, resume: bool, say) -> None:
+def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, resume: bool, say) -> float:
+    """Train one run to its last step and write its summary; returns the seconds spent preparing."""
     started = time.perf_counter()
     # Processes after the first of a multi-device run exist from its first fit on: the first
     # builds (and caches) the starting weights, the others then load them.
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
     preparation_s = time.perf_counter() - started
-    suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_groups(algorithm)[0]
+    suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_settings(algorithm)[0]
     recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
     if not resume and start_key in measured:
@@ -302,7 +323,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
     if not trainer.is_global_zero:
-        return
+        return preparation_s
     if start_key not in measured:
         with FileLock(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
             _, measured = start_evaluation(suite_dir, weights, module, task_key)
@@ -333,6 +354,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         run_dir / "run.json",
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
+    return preparation_s
 
 
 def versions() -> dict[str, str]:

@@ -13,7 +13,8 @@ import yaml
 from test_e2e import suite
 
 from harness.__main__ import main
-from harness.driver import Progress, changed_settings
+from harness.config import load_benchmark
+from harness.driver import Progress, changed_settings, plan
 
 TESTS = Path(__file__).parent
 
@@ -28,6 +29,7 @@ def two_suites() -> list[dict]:
     first["algorithms"]["hp_rlvr"] = {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}}
     first["seeds"] = [0, 1]
     second = suite("other", "tasks.math.MathTask", steps=2)
+    second["task"]["init_args"]["train_size"] = 150  # starting weights of its own
     return [first, second]
 
 
@@ -68,15 +70,27 @@ def test_a_filter_that_matches_nothing_is_one_line_and_exit_2(tmp_path, capsys, 
     assert expected in err and err.count("\n") == 1
 
 
-def test_progress_counts_every_run_and_estimates_from_the_runs_done():
-    progress = Progress(4)
-    assert progress.label() == "(1/4)"  # nothing finished yet: no estimate
-    progress.done(None)  # skipped: counts, but says nothing of the pace
-    assert progress.label() == "(2/4)"
-    progress.done(120.0)
-    assert progress.label() == "(3/4), about 4 min left"  # 2 runs at 120 s
-    progress.done(40.0)
-    assert progress.label() == "(4/4), about 80 s left"
+def test_progress_counts_every_run_and_estimates_runs_and_warm_starts_apart(tmp_path):
+    config = write_config(tmp_path / "b.yaml", two_suites(), tmp_path / "cache")
+    runs = plan(load_benchmark(config))  # 4 runs of math, then 1 of other: two sets of starting weights
+    progress = Progress(runs, tmp_path / "cache")
+    assert progress.label() == "(1/5)"  # nothing finished yet: no estimate
+    assert progress.needs_weights(runs[0]) and progress.needs_weights(runs[0]) != progress.needs_weights(runs[4])
+    progress.done(None, 0.0)  # not run here: counts, but says nothing of the pace
+    assert progress.label() == "(2/5)"
+
+    def build(planned):
+        entry = tmp_path / "cache" / "policies" / progress.needs_weights(planned)
+        entry.mkdir(parents=True)
+        (entry / "recipe.json").write_text("{}")
+
+    build(runs[1])
+    progress.done(130.0, 100.0)  # 30 s of training after 100 s building the math suite's weights
+    # 3 runs left at 30 s, and the other suite's weights still to build at 100 s
+    assert progress.label() == "(3/5), about 3 min left"
+    build(runs[4])
+    progress.done(50.0, 0.0)  # a run of 50 s on weights already built; the other suite's are built now
+    assert progress.label() == "(4/5), about 80 s left"  # 2 runs at a mean of 40 s, nothing to build
 
 
 def test_changed_settings_are_named_by_their_path():
