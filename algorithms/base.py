@@ -41,8 +41,8 @@ class OptimArgs:
 class UpdateArgs:
     clip_eps: float = 0.2
     minibatches: int = 1
-    """Optimizer updates per step per epoch; the step's prompts (with all their rollouts) are
-    split evenly. Each update is one gradient-norm record."""
+    """Optimizer updates per step per epoch: the step's prompts (with all their rollouts) split
+    into this many equal parts, so it must divide them. Each update is one gradient-norm record."""
     epochs: int = 1
     loss_aggregation: Literal["token-mean", "sequence-mean"] = "token-mean"
     """token-mean: every eligible token of the mini-batch weighs the same (DAPO, TRL's default);
@@ -119,6 +119,12 @@ class RLVRModule(L.LightningModule):
         self._rng_restored = False
         self.records: list[dict[str, Any]] = []  # one row per step
         self.evaluations: list[dict[str, Any]] = []  # held-out accuracy, step 0 included
+
+    @classmethod
+    def check_args(cls, args: dict[str, Any]) -> None:
+        """Refuse values of the algorithm's own arguments (`init_args`, less the suite's settings)
+        out of range, before anything runs: raise ValueError("name: what is wrong"). The types
+        were already checked against the constructor's annotations."""
 
     # ------------------------------------------------------------------ stage 3: the algorithm's
 
@@ -206,7 +212,7 @@ class RLVRModule(L.LightningModule):
         args, group_size = self.update_args, self.group_size
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
         groups = torch.arange(len(rollouts)).view(-1, group_size)  # rows of one prompt stay together
-        chunks = [c.reshape(-1) for c in groups.chunk(args.minibatches)]
+        chunks = list(groups.view(args.minibatches, -1).unbind())  # equal parts (validated)
         rollouts.token_data["advantages"] = advantages
         single_update = args.minibatches == 1 and args.epochs == 1
         if not single_update:

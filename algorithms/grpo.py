@@ -35,6 +35,13 @@ class GRPO(RLVRModule):
         self.group_size = group_size
         self.scale_by_std, self.eps = scale_by_std, eps
 
+    @classmethod
+    def check_args(cls, args):
+        if args.get("group_size", 2) < 2:
+            raise ValueError(f"group_size: a group needs >= 2 rollouts (got {args['group_size']})")
+        if args.get("eps", 1.0) <= 0:
+            raise ValueError(f"eps: must be > 0 (got {args['eps']})")
+
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         per_rollout = group_advantages(rollouts.rewards.view(-1, self.group_size), self.eps, self.scale_by_std).view(
             -1, 1

@@ -339,6 +339,14 @@ class HPRLVR(RLVRModule):
         self.baseline = HistoricalBaseline(baseline)
         self.scoring_tokens = scoring_tokens
 
+    @classmethod
+    def check_args(cls, args):
+        for name, low in (("segments", 1), ("scoring_tokens", 1)):
+            if args.get(name, low) < low:
+                raise ValueError(f"{name}: must be >= {low} (got {args[name]})")
+        if args.get("rescale_clip", 1.0) <= 0:
+            raise ValueError(f"rescale_clip: must be > 0 (got {args['rescale_clip']})")
+
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         rewards = rollouts.rewards
         prompt_ids = [p.id for p in rollouts.problems]

@@ -117,6 +117,18 @@ class PPO(RLVRModule):
 
     # ---- stage 3: credit from the critic
 
+    @classmethod
+    def check_args(cls, args):
+        for name in ("gamma", "lam"):
+            if not 0 <= args.get(name, 1.0) <= 1:
+                raise ValueError(f"{name}: must be in [0, 1] (got {args[name]})")
+        if args.get("value_coef", 0.0) < 0:
+            raise ValueError(f"value_coef: must be >= 0 (got {args['value_coef']})")
+        if args.get("value_clip", 1.0) <= 0:
+            raise ValueError(f"value_clip: must be > 0 (got {args['value_clip']})")
+        if (args.get("value_lr") or 1.0) <= 0:
+            raise ValueError(f"value_lr: must be > 0, or null for 10x the policy's (got {args['value_lr']})")
+
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         eligible = rollouts.eligible
         with torch.no_grad():

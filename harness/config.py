@@ -23,7 +23,8 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -118,18 +119,33 @@ def build_dataclass(cls, value: Any, where: str):
         if key not in names:
             raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(names))})")
         kwargs[key] = coerce(hints[key], item, f"{where}.{key}")
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ValueError as error:  # the class's own check of its values
+        raise field_error(where, error) from None
+
+
+def field_error(where: str, error: ValueError) -> ConfigError:
+    """A class's own complaint, "field: problem", as one line naming the field's whole path."""
+    text = str(error)
+    name, colon, _ = text.partition(":")
+    return ConfigError(f"{where}.{text}" if colon and name.isidentifier() else f"{where}: {text}")
 
 
 def coerce(hint, value, where: str):
     if dataclasses.is_dataclass(hint):
         return build_dataclass(hint, value, where)
     origin, args = get_origin(hint), get_args(hint)
-    if args and type(None) in args:  # Optional[...]
-        if value is None:
+    if origin in (Union, UnionType):
+        if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        return coerce(inner[0], value, where) if len(inner) == 1 else value
+        if len(inner) == 1:
+            return coerce(inner[0], value, where)
+        for option in inner:  # e.g. `Arithmetic | dict | None`: the class takes the mapping as it is
+            if dataclasses.is_dataclass(option) and isinstance(value, dict):
+                build_dataclass(option, value, where)
+        return value
     if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if hint in (int, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
@@ -155,6 +171,15 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
             continue  # the suite's settings, overridden for this algorithm
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
+    hints = get_type_hints(cls.__init__)
+    own = {k: v for k, v in spec.init_args.items() if not (base is RLVRModule and k in SETTINGS)}
+    for key, item in own.items():
+        if key in hints:
+            coerce(hints[key], item, f"{where}.init_args.{key}")
+    try:
+        cls.check_args(own)
+    except ValueError as error:
+        raise field_error(f"{where}.init_args", error) from None
     return spec
 
 
@@ -229,19 +254,16 @@ def check_values(suite: Suite, where: str) -> None:
         raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
     for name, spec in suite.algorithms.items():
         own, settings = suite.algorithm_settings(name)
-        if "group_size" in own and (not isinstance(own["group_size"], int) or own["group_size"] < 2):
-            raise ConfigError(
-                f"{where}.algorithms.{name}.init_args.group_size: a group needs >= 2 rollouts (got {own['group_size']!r})"
-            )
         if settings["schedule"].prompts_per_step % t.devices:
             raise ConfigError(
                 f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
             )
-        if (
-            settings["update"].minibatches < 1
-            or settings["update"].minibatches > settings["schedule"].prompts_per_step // t.devices
-        ):
-            raise ConfigError(f"{where}.update.minibatches: must be in [1, prompts_per_step / trainer.devices]")
+        prompts, minibatches = settings["schedule"].prompts_per_step // t.devices, settings["update"].minibatches
+        if minibatches < 1 or prompts % minibatches:
+            raise ConfigError(
+                f"{where}.update.minibatches: {minibatches} (for {name}) must divide the {prompts} prompts a process "
+                "updates on each step, so that every update has as many"
+            )
         if settings["update"].epochs < 1:
             raise ConfigError(f"{where}.update.epochs: must be >= 1")
         if settings["sampling"].temperature <= 0:

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import polars as pl
 from filelock import FileLock
+from scipy import stats
 
 from algorithms.base import STAGES
 from harness.records import Run, load_runs, publish_records, suite_folders, write_atomic, write_parquet
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def ci95(values: pl.Series) -> float | None:
@@ -24,7 +23,7 @@ def ci95(values: pl.Series) -> float | None:
     n = len(values)
     if n < 2:
         return None
-    return T95.get(n - 1, 1.96) * float(values.std()) / math.sqrt(n)
+    return float(stats.t.ppf(0.975, n - 1)) * float(values.std()) / math.sqrt(n)
 
 
 def run_table(runs: list[Run]) -> pl.DataFrame:
@@ -95,6 +94,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "wall_clock_ci95": ci95(g["wall_clock_s"]),
                 "baseline": g["baseline"][0],
                 "speedup": float(speedups.mean()) if len(speedups) else None,
+                "speedup_ci95": ci95(speedups),  # over the seeds' own pairs
                 "acc_before": float(g["accuracy_before"].mean()),
                 "acc_after": float(g["accuracy_after"].mean()),
                 "acc_gain": float(gain.mean()),

@@ -23,6 +23,12 @@ class Task(abc.ABC):
         task is unavailable is skipped with this message rather than failing the benchmark."""
         return None
 
+    @classmethod
+    def check_args(cls, args: dict) -> None:
+        """Refuse `init_args` out of range before anything runs: raise ValueError("name: what is
+        wrong"). By default the constructor's own checks (constructors build no data)."""
+        cls(**args)
+
     @abc.abstractmethod
     def train_problems(self) -> Sequence[Problem]: ...
 

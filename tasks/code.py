@@ -172,6 +172,11 @@ class CodeTask(Task):
     ):
         if source not in ("pipelines", "humaneval"):
             raise ValueError(f"source: expected 'pipelines' or 'humaneval', got {source!r}")
+        for name, value in (("train_size", train_size), ("eval_size", eval_size)):
+            if value < 1:
+                raise ValueError(f"{name}: must be >= 1 (got {value})")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s: must be > 0 (got {timeout_s})")
         self.source = source
         self.difficulty = Pipelines(**difficulty) if isinstance(difficulty, dict) else difficulty or Pipelines()
         self.train_size, self.eval_size, self.seed = train_size, eval_size, seed

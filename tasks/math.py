@@ -114,9 +114,21 @@ class MathTask(Task):
         train_file: str | None = None,
         eval_file: str | None = None,
     ):
+        for name, size in (("train_size", train_size), ("eval_size", eval_size)):
+            if size < 1:
+                raise ValueError(f"{name}: must be >= 1 (got {size})")
         self.difficulty = Arithmetic(**difficulty) if isinstance(difficulty, dict) else difficulty or Arithmetic()
         self.train_size, self.eval_size, self.seed = train_size, eval_size, seed
         self.train_file, self.eval_file = train_file, eval_file
+
+    @classmethod
+    def check_args(cls, args):
+        task = cls(**args)
+        if not task.train_file:
+            try:  # generating them is the only sure count (milliseconds)
+                task._splits
+            except ValueError as error:
+                raise ValueError(f"difficulty: {error}") from None
 
     @staticmethod
     def format_prompt(question: str) -> str:
@@ -138,7 +150,9 @@ class MathTask(Task):
         while len(problems) < count:
             attempts += 1
             if attempts > 50 * count:
-                raise ValueError(f"difficulty {self.difficulty} has too few distinct problems for {count}")
+                raise ValueError(
+                    f"{self.difficulty} has too few distinct problems for {count} (widen it or ask for fewer)"
+                )
             expression, steps, answer = generate_problem(rng, self.difficulty)
             if expression in exclude or expression in problems:
                 continue

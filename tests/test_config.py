@@ -37,6 +37,11 @@ def mutate(path: str, value):
 
 DELETE = object()
 
+
+def hp_rlvr(init_args):
+    return {"hp": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": init_args}}
+
+
 CASES = [
     ("unknown suite key", mutate("stepz", 3), "suites[0].stepz: unknown key"),
     ("unknown nested key", mutate("schedule.stepz", 3), "suites[0].schedule.stepz: unknown key"),
@@ -92,6 +97,58 @@ CASES = [
         "negative checkpoint interval",
         mutate("trainer", {"checkpoint_every_s": -1}),
         "suites[0].trainer.checkpoint_every_s: must be >= 0",
+    ),
+    (
+        "uneven mini-batches",
+        mutate("update", {"minibatches": 3}),
+        "suites[0].update.minibatches: 3 (for grpo) must divide the 2 prompts",
+    ),
+    ("no mini-batch", mutate("update", {"minibatches": 0}), "suites[0].update.minibatches: 0 (for grpo) must divide"),
+    (
+        "a typo in a Literal argument",
+        mutate("algorithms", hp_rlvr({"weighting": "hindsigth"})),
+        "suites[0].algorithms.hp.init_args.weighting: expected one of hindsight, uniform, mean-rescaled, got 'hindsigth'",
+    ),
+    (
+        "an ablation's name misspelt",
+        mutate("algorithms", hp_rlvr({"weighting": "mean_rescaled"})),
+        "init_args.weighting: expected one of hindsight, uniform, mean-rescaled",
+    ),
+    (
+        "no segments",
+        mutate("algorithms", hp_rlvr({"segments": 0})),
+        "suites[0].algorithms.hp.init_args.segments: must be >= 1 (got 0)",
+    ),
+    ("negative segments", mutate("algorithms", hp_rlvr({"segments": -2})), "init_args.segments: must be >= 1 (got -2)"),
+    (
+        "segments of the wrong type",
+        mutate("algorithms", hp_rlvr({"segments": 2.5})),
+        "init_args.segments: expected int, got 2.5",
+    ),
+    (
+        "a template key misspelt",
+        mutate("algorithms", hp_rlvr({"template": {"opn": "x"}})),
+        "init_args.template.opn: unknown key",
+    ),
+    (
+        "gamma above 1",
+        mutate("algorithms", {"ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {"gamma": 1.5}}}),
+        "suites[0].algorithms.ppo.init_args.gamma: must be in [0, 1] (got 1.5)",
+    ),
+    (
+        "a task's bad size",
+        mutate("task.init_args", {"eval_size": 0}),
+        "suites[0].task.init_args.eval_size: must be >= 1 (got 0)",
+    ),
+    (
+        "too few distinct problems",
+        mutate("task.init_args", {"difficulty": {"operands": 2, "max_operand": 20}, "train_size": 2000}),
+        "suites[0].task.init_args.difficulty: Arithmetic(operands=2, max_operand=20",
+    ),
+    (
+        "a difficulty key misspelt",
+        mutate("task.init_args", {"difficulty": {"operand": 2}}),
+        "suites[0].task.init_args.difficulty.operand: unknown key",
     ),
     (
         "baseline not in the suite",

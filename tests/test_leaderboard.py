@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from harness.leaderboard import aggregate
+from harness.leaderboard import aggregate, ci95
 
 
 def runs(baseline: str) -> pl.DataFrame:
@@ -45,3 +45,18 @@ def test_speedup_is_the_named_baselines_wall_clock_over_the_algorithms_per_seed(
     named = aggregate(runs("hp_rlvr"))  # the suite says which algorithm the others are paired against
     assert named.filter(pl.col("algorithm") == "grpo")["speedup"][0] == pytest.approx((50 / 100 + 40 / 120) / 2)
     assert named.filter(pl.col("algorithm") == "hp_rlvr")["speedup"][0] == 1.0
+
+
+def test_t_intervals_use_the_t_quantile_at_every_number_of_seeds():
+    # mean 2.5, sample std 1.2910, t(0.975, 3) = 3.1824: half-width 2.0543
+    assert ci95(pl.Series([1.0, 2.0, 3.0, 4.0])) == pytest.approx(3.18244630 * 1.29099445 / 2)
+    # 12 seeds: t(0.975, 11) = 2.2010, not the normal 1.96
+    values = pl.Series([float(v) for v in range(12)])
+    assert ci95(values) == pytest.approx(2.20098516 * float(values.std()) / 12**0.5)
+    assert ci95(pl.Series([3.0])) is None
+
+
+def test_the_speedup_carries_the_interval_of_its_pairs():
+    hp = aggregate(runs("grpo")).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    ratios = pl.Series([100 / 50, 120 / 40])
+    assert hp["speedup_ci95"] == pytest.approx(12.70620474 * float(ratios.std()) / 2**0.5)

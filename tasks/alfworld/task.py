@@ -100,6 +100,11 @@ class AlfworldTask(Task):
         0: in this process."""
         if source not in ("generated", "official"):
             raise ValueError(f"source: expected 'generated' or 'official', got {source!r}")
+        for name, value in (("train_games", train_games), ("eval_games", eval_games), ("max_turns", max_turns)):
+            if value < 1:
+                raise ValueError(f"{name}: must be >= 1 (got {value})")
+        if not 0 <= detour_rate <= 1:
+            raise ValueError(f"detour_rate: must be in [0, 1] (got {detour_rate})")
         self.source, self.task_types = source, tuple(task_types)
         self.train_games, self.eval_games, self.seed = train_games, eval_games, seed
         self.size = GameSize(**size) if isinstance(size, dict) else size or GameSize()
