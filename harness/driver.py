@@ -357,15 +357,19 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     return preparation_s
 
 
-def versions() -> dict[str, str]:
-    """The releases a run's numbers depend on: the same settings on other releases (a newer
-    transformers, say) can round differently, and a warm start of a few hundred steps amplifies
-    that."""
+def versions() -> dict[str, str | int]:
+    """What a run's numbers depend on beyond its settings: the releases (a newer transformers,
+    say, can round differently, and a warm start of a few hundred steps amplifies that) and
+    torch's thread count (which changes the order of its float sums on a CPU)."""
     import platform
     from importlib.metadata import version
 
     packages = ("torch", "transformers", "tokenizers", "lightning", "numpy")
-    return {"python": platform.python_version(), **{name: version(name) for name in packages}}
+    return {
+        "python": platform.python_version(),
+        **{name: version(name) for name in packages},
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> tuple[str, dict[str, float]]:
