@@ -175,9 +175,11 @@ START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
 
 
 def paste_into(readme: Path, table: str, directory: Path) -> None:
-    """Replace what stands between the markers with `table`, demoted one heading level and with
-    image links made relative to the README."""
+    """Replace what stands between the markers with `table`'s first section (the leaderboard;
+    where the wall-clock goes stays in its own file), demoted one heading level and with image
+    links made relative to the README."""
     text = readme.read_text()
+    table = table.split("\n## ")[0].rstrip() + "\n"
     if START not in text or END not in text:
         raise FileNotFoundError(f"{readme}: no {START} ... {END} markers")
     table = table.replace("\n# ", "\n### ").replace("\n## ", "\n#### ")

@@ -141,17 +141,7 @@ def _python_for_uid(uid: int) -> str:
     candidates = [os.environ.get("RLVR_SANDBOX_PYTHON", ""), sys.executable, *PYTHON_CANDIDATES]
     for python in filter(None, candidates):
         try:
-            done = subprocess.run(
-                [python, "-S", "-s", "-P", "-B", "-c", check],
-                user=uid,
-                group=uid,
-                extra_groups=[],
-                env=_base_env("/"),
-                cwd="/",
-                capture_output=True,
-                timeout=30,
-                check=False,
-            )
+            done = _run_as(uid, [python, "-S", "-s", "-P", "-B", "-c", check])
         except (OSError, subprocess.SubprocessError):
             continue
         if done.returncode == 0:
@@ -768,22 +758,27 @@ def _has_exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
+def _run_as(uid: int, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` as the private uid, with nothing of the harness's environment, within 30 s."""
+    return subprocess.run(
+        argv,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        env=_base_env("/"),
+        cwd="/",
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+
+
 def _kill_uid(python: str, uid: int) -> None:
     """SIGKILL every process of the run's private uid. kill(-1) as that uid reaches exactly its
     processes and, unlike a scan of /proc, cannot be outrun by a fork bomb (the kernel signals
     them under one lock, and a fork with SIGKILL pending fails)."""
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(
-            [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"],
-            user=uid,
-            group=uid,
-            extra_groups=[],
-            env=_base_env("/"),
-            cwd="/",
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        _run_as(uid, [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"])
 
 
 def _remove_leftovers(workdir: str, uid: int | None) -> None:

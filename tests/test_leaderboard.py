@@ -60,3 +60,16 @@ def test_the_speedup_carries_the_interval_of_its_pairs():
     hp = aggregate(runs("grpo")).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
     ratios = pl.Series([100 / 50, 120 / 40])
     assert hp["speedup_ci95"] == pytest.approx(12.70620474 * float(ratios.std()) / 2**0.5)
+
+
+def test_pasting_into_a_readme_keeps_the_leaderboard_and_its_images_and_leaves_the_rest(tmp_path):
+    from harness.leaderboard import END, START, paste_into
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{START}\nold table\n{END}\noutro\n")
+    board = "# Leaderboard: results\n\n| a |\n|---|\n\n![curves](curves.png)\n\n## Where the wall-clock goes\n\n| b |\n"
+    paste_into(readme, board, tmp_path / "results")
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{END}\noutro\n")
+    assert "### Leaderboard: results" in text and "](results/curves.png)" in text
+    assert "old table" not in text and "Where the wall-clock goes" not in text
