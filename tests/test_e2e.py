@@ -216,6 +216,8 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
     assert all(n > 0 for norms in straight["grad_norms"].to_list() for n in norms)  # real updates happened
     for column in ("prompt_ids", "reward", "grad_norms", "loss", "tokens/generated", "rollouts_total", "lr"):
         assert resumed[column].to_list() == straight[column].to_list(), column
+    # the wall-clock goes on from the checkpoint's, it does not start again at 0
+    assert resumed["wall_clock_s"].is_sorted() and resumed["wall_clock_s"][2] > resumed["wall_clock_s"][1]
 
 
 @pytest.mark.slow

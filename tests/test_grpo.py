@@ -31,3 +31,24 @@ def test_saturated_groups_are_exactly_zero():
 def test_advantages_sum_to_zero_per_group():
     rewards = torch.rand(5, 8)
     assert group_advantages(rewards).sum(-1).abs().max() < 1e-4
+
+
+def test_credit_groups_consecutive_rollouts_of_one_prompt_against_literal_numbers():
+    from types import SimpleNamespace
+
+    from algorithms.grpo import GRPO
+
+    class Stub:  # GRPO's credit with G = 4, without a policy to build
+        credit, group_size, eps, scale_by_std = GRPO.credit, 4, 1e-4, True
+
+    # prompt 1: rollouts 1 0 0 0 (mean 0.25, std 0.5); prompt 2: 1 1 0 1 (mean 0.75, std 0.5)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    eligible = torch.tensor([[False, True, True]] * 8)
+    advantages, _ = Stub().credit(SimpleNamespace(rewards=rewards, eligible=eligible))
+    expected = torch.tensor([1.5, -0.5, -0.5, -0.5, 0.5, 0.5, -1.5, 0.5]) * (0.5 / (0.5 + 1e-4))
+    torch.testing.assert_close(advantages[:, 1], expected)
+    torch.testing.assert_close(advantages[:, 2], expected)
+    assert (advantages[:, 0] == 0).all()  # nothing off the eligible tokens
+    Stub.scale_by_std = False  # Dr. GRPO: centred only
+    advantages, _ = Stub().credit(SimpleNamespace(rewards=rewards, eligible=eligible))
+    torch.testing.assert_close(advantages[:, 1], torch.tensor([0.75, -0.25, -0.25, -0.25, 0.25, 0.25, -0.75, 0.25]))

@@ -73,3 +73,22 @@ def test_pasting_into_a_readme_keeps_the_leaderboard_and_its_images_and_leaves_t
     assert text.startswith("intro\n") and text.endswith(f"{END}\noutro\n")
     assert "### Leaderboard: results" in text and "](results/curves.png)" in text
     assert "old table" not in text and "Where the wall-clock goes" not in text
+
+
+def test_the_zero_gradient_fraction_counts_updates_not_steps():
+    from harness.leaderboard import run_table
+
+    info = {
+        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
+        "seed": 0, "schedule": {"prompts_per_step": 4}, "group_size": 8, "accuracy_before": 0.5, "accuracy_after": 0.5,
+    }  # fmt: skip
+    metrics = pl.DataFrame(
+        {
+            "updates": [4, 1], "zero_grad_updates": [4, 0], "rollouts": [32, 32], "wall_clock_s": [1.0, 2.0],
+            "tokens/generated": [10, 10], "reward": [1.0, 0.5],
+            **{f"timing_s/{stage}": [0.1, 0.1] for stage in ("sample", "verify", "credit", "update")},
+        }
+    )  # fmt: skip
+    row = run_table([(info, metrics, pl.DataFrame())]).row(0, named=True)
+    assert row["zero_grad_fraction"] == pytest.approx(4 / 5)  # 4 of 5 records; per step it would be 1/2
+    assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0

@@ -1,0 +1,54 @@
+"""The shared clipped surrogate against numbers worked out by hand: ratio != 1, rows of unequal
+length, both loss aggregations, and the share of tokens outside the clip region."""
+
+import math
+
+import pytest
+import torch
+
+from algorithms.base import RLVRModule, UpdateArgs
+
+
+def surrogate(aggregation: str):
+    class Stub:  # RLVRModule's surrogate with its update settings, and nothing else
+        surrogate = RLVRModule.surrogate
+        update_args = UpdateArgs(clip_eps=0.2, loss_aggregation=aggregation)
+
+    return Stub().surrogate
+
+
+# row 0: three tokens, ratios 1.5, 0.5, 1.1 with A = +1; row 1: one token, ratio 0.7 with A = -2
+ratio = torch.tensor([[1.5, 0.5, 1.1, 1.0], [0.7, 1.0, 1.0, 1.0]])
+eligible = torch.tensor([[True, True, True, False], [True, False, False, False]])
+adv = torch.tensor([[1.0, 1.0, 1.0, 0.0], [-2.0, 0.0, 0.0, 0.0]])
+old = torch.zeros(2, 4)
+logprobs = ratio.log()
+# per token: -min(r A, clip(r) A) = -1.2 (clipped at 1.2), -0.5, -1.1; row 1: -min(-1.4, -1.6) = 1.6
+PER_TOKEN = [[-1.2, -0.5, -1.1], [1.6]]
+
+
+def test_token_mean_weighs_every_eligible_token_the_same():
+    loss, clip_fraction = surrogate("token-mean")(logprobs, old, adv, eligible)
+    assert float(loss) == pytest.approx(sum(PER_TOKEN[0] + PER_TOKEN[1]) / 4)
+    assert clip_fraction == pytest.approx(3 / 4)  # 1.5, 0.5 and 0.7 lie outside [0.8, 1.2]
+
+
+def test_sequence_mean_averages_each_row_then_the_rows():
+    loss, _ = surrogate("sequence-mean")(logprobs, old, adv, eligible)
+    assert float(loss) == pytest.approx((sum(PER_TOKEN[0]) / 3 + PER_TOKEN[1][0]) / 2)
+
+
+def test_token_mean_divides_by_the_count_it_is_given():
+    loss, _ = surrogate("token-mean")(logprobs, old, adv, eligible, tokens=8.0)  # e.g. the mean over processes
+    assert float(loss) == pytest.approx(sum(PER_TOKEN[0] + PER_TOKEN[1]) / 8)
+
+
+def test_the_gradient_is_zero_where_the_clip_is_active():
+    logp = logprobs.clone().requires_grad_(True)
+    loss, _ = surrogate("token-mean")(logp, old, adv, eligible)
+    loss.backward()
+    grad = logp.grad
+    assert grad[0, 0] == 0  # ratio 1.5 > 1.2 with A > 0: clipped, no gradient
+    assert grad[0, 1] == pytest.approx(-0.5 / 4)  # ratio 0.5 with A > 0: the unclipped term is the min
+    assert grad[1, 0] == 0  # ratio 0.7 < 0.8 with A < 0: clipped
+    assert math.isclose(float(grad[0, 3]), 0.0)  # not eligible
