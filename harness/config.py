@@ -91,7 +91,7 @@ class Suite:
 
     def algorithm_settings(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the algorithm's own init_args, its settings with overrides applied)."""
-        own, settings = {}, dict(self.settings)
+        own, settings = {}, {name: dataclasses.replace(value) for name, value in self.settings.items()}  # a copy each
         for key, value in self.algorithms[algorithm].init_args.items():
             if key in SETTINGS:
                 settings[key] = dataclasses.replace(settings[key], **value)
