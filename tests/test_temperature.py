@@ -4,10 +4,10 @@ the weights that sampled them, the update's log-probs are the sampler's own."""
 import pytest
 import torch
 import yaml
+from test_e2e import suite
 
 from harness.config import load_benchmark
 from harness.driver import build_module
-from test_e2e import suite
 
 
 @pytest.fixture(scope="module")
