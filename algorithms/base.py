@@ -189,8 +189,9 @@ class RLVRModule(L.LightningModule):
         self.wall_clock_s += time.perf_counter() - started
         row = self.record(rollouts, advantages, timing, credit_stats | update_stats)
         if self.rl_step % self.eval_args.every == 0 or self.rl_step == self.schedule.steps:
-            row["eval/accuracy"] = self.evaluate()
-            self.evaluations.append({"step": self.rl_step, "accuracy": row["eval/accuracy"]})
+            evaluation = self.evaluate()
+            row["eval/accuracy"] = evaluation["accuracy"]
+            self.evaluations.append({"step": self.rl_step, **evaluation})
         self.records.append(row)
         # Every scalar goes to the loggers as is; only the progress bar's two go through self.log,
         # whose per-key bookkeeping costs about a millisecond a key.
@@ -344,17 +345,20 @@ class RLVRModule(L.LightningModule):
     # ------------------------------------------------------------------ evaluation
 
     @torch.no_grad()
-    def evaluate(self) -> float:
-        """Greedy pass@1 on the held-out problems (each process takes a share, the counts add up)."""
+    def evaluate(self) -> dict[str, Any]:
+        """Greedy pass@1 on the held-out problems: {"accuracy", "rewards": each problem's, in the
+        held-out order}, so that two algorithms can be compared item by item. Each process takes
+        every world-th problem; their rewards are gathered back into that order."""
         problems = list(self.task.eval_problems())[: self.eval_args.limit]
-        world, mine = distributed.world_size(), problems[distributed.rank() :: distributed.world_size()]
-        correct = 0.0
+        world, rank = distributed.world_size(), distributed.rank()
+        mine = problems[rank::world]
+        rewards: list[float] = []
         for i in range(0, len(mine), self.eval_args.batch_size):
             chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
-            correct += sum(v.reward for v in self.task.verify_all(chunk))
-        if world > 1:
-            correct = distributed.total(correct)
-        return correct / max(len(problems), 1)
+            rewards += [v.reward for v in self.task.verify_all(chunk)]
+        shares = distributed.gather(rewards)
+        rewards = [shares[i % world][i // world] for i in range(len(problems))]
+        return {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
 
     def on_train_start(self) -> None:
         reset_peak()
@@ -365,7 +369,7 @@ class RLVRModule(L.LightningModule):
             random.seed(seed)
             np.random.seed(seed % 2**32)
         if not self.evaluations:
-            self.evaluations.append({"step": 0, "accuracy": self.evaluate()})
+            self.evaluations.append({"step": 0, **self.evaluate()})
 
     # ------------------------------------------------------------------ Lightning plumbing
 

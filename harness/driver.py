@@ -297,7 +297,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
     if not resume and start_key in measured:
-        module.evaluations = [{"step": 0, "accuracy": measured[start_key]}]
+        module.evaluations = [{"step": 0, **measured[start_key]}]
     say(f"{'resuming' if resume else 'starting'} from {weights}")
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
@@ -327,7 +327,8 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     if start_key not in measured:
         with FileLock(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
             _, measured = start_evaluation(suite_dir, weights, module, task_key)
-            write_json({**measured, start_key: module.evaluations[0]["accuracy"]}, suite_dir / "start-evaluations.json")
+            start = {k: v for k, v in module.evaluations[0].items() if k != "step"}
+            write_json({**measured, start_key: start}, suite_dir / "start-evaluations.json")
     write_json(
         {
             "suite": suite.name,

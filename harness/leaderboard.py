@@ -26,11 +26,38 @@ def ci95(values: pl.Series) -> float | None:
     return float(stats.t.ppf(0.975, n - 1)) * float(values.std()) / math.sqrt(n)
 
 
+def binomial_ci95(successes: float, trials: int) -> float | None:
+    """Half-width of the exact (Clopper-Pearson) 95% interval of a success rate (None without
+    trials); rewards in [0, 1] count by their sum, rounded."""
+    if not trials:
+        return None
+    interval = stats.binomtest(round(successes), trials).proportion_ci(0.95, method="exact")
+    return (interval.high - interval.low) / 2
+
+
+def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
+    """Exact McNemar test of two algorithms on the same held-out problems, pooled over seeds:
+    the two-sided p of the problems only one of them solved splitting as they did by chance."""
+    only_mine = sum(a > 0.5 >= b for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
+    only_theirs = sum(b > 0.5 >= a for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
+    if only_mine + only_theirs == 0:
+        return 1.0
+    return float(stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue)
+
+
+def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
+    """Whether the first of each pair solved more of the problems than the second."""
+    return sum(sum(m) - sum(b) for m, b in pairs) > 0
+
+
 def run_table(runs: list[Run]) -> pl.DataFrame:
     """One row per finished run of a suite."""
     rows = []
-    for info, metrics, _ in runs:
+    for info, metrics, evals in runs:
         records = metrics["updates"].sum()
+        # each held-out problem's reward at the last evaluation (runs recorded before these were
+        # kept have none: their accuracy carries no interval)
+        last_rewards = evals["rewards"][-1].to_list() if "rewards" in evals.columns else None
         rows.append(
             {
                 "suite": info["suite"],
@@ -53,6 +80,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 if "memory/peak_mb" in metrics.columns
                 else None,
                 "reward_mean": float(metrics["reward"].mean()),
+                "final_rewards": last_rewards,
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
         )
@@ -66,9 +94,16 @@ def model_name(weights: str) -> str:
 
 def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     """Mean over seeds with 95% intervals; speedup = the suite's baseline algorithm's wall-clock /
-    the algorithm's on the same seed (a pair), averaged over the seeds both finished."""
+    the algorithm's on the same seed (a pair), averaged over the seeds both finished. The final
+    held-out accuracy has an exact binomial interval (its problems pooled over seeds), and each
+    algorithm is tested against the baseline on the same problems (`paired_p`): `vs_baseline`
+    says whether its final accuracy is higher or lower beyond noise (p < 0.05)."""
     baseline = runs.filter(pl.col("algorithm") == pl.col("baseline")).select(
-        "suite", "task", "seed", pl.col("wall_clock_s").alias("baseline_s")
+        "suite",
+        "task",
+        "seed",
+        pl.col("wall_clock_s").alias("baseline_s"),
+        pl.col("final_rewards").alias("baseline_rewards"),
     )
     paired = runs.join(baseline, on=["suite", "task", "seed"], how="left").with_columns(
         (pl.col("baseline_s") / pl.col("wall_clock_s")).alias("speedup")
@@ -79,6 +114,10 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     ):
         gain = g["accuracy_after"] - g["accuracy_before"]
         speedups = g["speedup"].drop_nulls()
+        finals = g["final_rewards"].to_list()
+        items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
+        pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
+        p = paired_p(*map(list, zip(*pairs))) if pairs and algorithm != g["baseline"][0] else None
         rows.append(
             {
                 "suite": suite,
@@ -97,8 +136,17 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "speedup_ci95": ci95(speedups),  # over the seeds' own pairs
                 "acc_before": float(g["accuracy_before"].mean()),
                 "acc_after": float(g["accuracy_after"].mean()),
+                "acc_after_ci95": binomial_ci95(sum(sum(r) for r in finals), items) if items else None,
                 "acc_gain": float(gain.mean()),
                 "acc_gain_ci95": ci95(gain),
+                "vs_baseline_p": p,
+                "vs_baseline": None
+                if p is None
+                else "within noise"
+                if p >= 0.05
+                else "higher"
+                if paired_higher(pairs)
+                else "lower",
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
                 "peak_memory_mb": float(g["peak_memory_mb"].mean())

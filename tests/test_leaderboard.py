@@ -5,6 +5,15 @@ import pytest
 
 from harness.leaderboard import aggregate, ci95
 
+# each held-out problem's reward at the end, by (algorithm, seed): on seed 0 HP-RLVR alone solves
+# problems 5-8; on seed 1 it alone solves 5-9 and GRPO alone solves 4
+FINAL = {
+    ("grpo", 0): [1.0] * 5 + [0.0] * 5,
+    ("hp_rlvr", 0): [1.0] * 9 + [0.0],
+    ("grpo", 1): [1.0] * 5 + [0.0] * 5,
+    ("hp_rlvr", 1): [1.0] * 4 + [0.0] + [1.0] * 5,
+}
+
 
 def runs(baseline: str) -> pl.DataFrame:
     rows = []
@@ -28,6 +37,7 @@ def runs(baseline: str) -> pl.DataFrame:
                     "zero_grad_fraction": 0.0,
                     "grad_norm_records": 10,
                     "tokens_generated": 100,
+                    "final_rewards": FINAL[algorithm, seed],
                     "peak_memory_mb": None,
                     "reward_mean": 0.5,
                     **{f"{stage}_s": 1.0 for stage in ("sample", "verify", "credit", "update")},
@@ -92,3 +102,20 @@ def test_the_zero_gradient_fraction_counts_updates_not_steps():
     row = run_table([(info, metrics, pl.DataFrame())]).row(0, named=True)
     assert row["zero_grad_fraction"] == pytest.approx(4 / 5)  # 4 of 5 records; per step it would be 1/2
     assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0
+
+
+def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against_the_baseline():
+    from scipy import stats
+
+    board = aggregate(runs("grpo"))
+    hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    # 18 of 20 problems over the two seeds: the Clopper-Pearson bounds from the beta distribution
+    low, high = stats.beta.ppf(0.025, 18, 3), stats.beta.ppf(0.975, 19, 2)
+    assert hp["acc_after_ci95"] == pytest.approx((high - low) / 2)
+    # 9 problems only HP-RLVR solved, 1 only GRPO: exact McNemar p = 2 (1 + 10) / 2**10
+    assert hp["vs_baseline_p"] == pytest.approx(22 / 1024)
+    assert hp["vs_baseline"] == "higher"
+    grpo = board.filter(pl.col("algorithm") == "grpo").row(0, named=True)
+    assert grpo["vs_baseline_p"] is None and grpo["vs_baseline"] is None  # the baseline itself
+    reverse = aggregate(runs("hp_rlvr")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
+    assert reverse["vs_baseline"] == "lower" and reverse["vs_baseline_p"] == pytest.approx(22 / 1024)
