@@ -50,6 +50,15 @@ def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
     return sum(sum(m) - sum(b) for m, b in pairs) > 0
 
 
+PROTOCOL = ("schedule", "sampling", "optim", "update", "evaluation")
+SHOWN = {"schedule.prompts_per_step", "update.minibatches", "update.epochs", "optim.lr"}  # columns of their own
+
+
+def protocol(info: dict) -> dict[str, str]:
+    """A run's settings of the shared protocol (not the algorithm's own arguments), by dotted name."""
+    return {f"{group}.{key}": str(value) for group in PROTOCOL for key, value in (info.get(group) or {}).items()}
+
+
 def run_table(runs: list[Run]) -> pl.DataFrame:
     """One row per finished run of a suite."""
     rows = []
@@ -68,6 +77,10 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "seed": info["seed"],
                 "steps": metrics.height,
                 "prompts_per_step": info["schedule"]["prompts_per_step"],
+                "updates_per_step": info["update"]["minibatches"] * info["update"]["epochs"],
+                "prompts_per_update": info["schedule"]["prompts_per_step"] // info["update"]["minibatches"],
+                "lr": info["optim"]["lr"],
+                "protocol": protocol(info),
                 "group_size": info["group_size"],
                 "rollouts": int(metrics["rollouts"].sum()),
                 "wall_clock_s": float(metrics["wall_clock_s"].max()),
@@ -108,6 +121,13 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     paired = runs.join(baseline, on=["suite", "task", "seed"], how="left").with_columns(
         (pl.col("baseline_s") / pl.col("wall_clock_s")).alias("speedup")
     )
+    # settings of the protocol that differ between the algorithms of a suite, shown on each row
+    settings = {(r["suite"], r["algorithm"]): r["protocol"] for r in runs.iter_rows(named=True)}
+    differs = {
+        suite: sorted(k for k in set().union(*mine) - SHOWN if len({s.get(k) for s in mine}) > 1)
+        for suite in {s for s, _ in settings}
+        for mine in [[v for (s, _), v in settings.items() if s == suite]]
+    }
     rows = []
     for (suite, task, model, algorithm), g in paired.group_by(
         ["suite", "task", "model", "algorithm"], maintain_order=True
@@ -127,6 +147,10 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "seeds": g.height,
                 "steps": int(g["steps"].max()),
                 "prompts/step": int(g["prompts_per_step"][0]),
+                "prompts/update": int(g["prompts_per_update"][0]),
+                "updates/step": int(g["updates_per_step"][0]),
+                "lr": float(g["lr"][0]),
+                "own_settings": ", ".join(f"{k}={settings[suite, algorithm].get(k)}" for k in differs[suite]) or None,
                 "group_size": int(g["group_size"][0]),
                 "rollouts": int(g["rollouts"].mean()),
                 "wall_clock_s": float(g["wall_clock_s"].mean()),
@@ -164,6 +188,8 @@ def markdown(frame: pl.DataFrame) -> str:
         if value is None:
             return "–"
         if isinstance(value, float):
+            if 0 < abs(value) < 1e-3:  # learning rates
+                return f"{value:.1e}"
             return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
         return str(value)
 

@@ -38,6 +38,14 @@ def runs(baseline: str) -> pl.DataFrame:
                     "grad_norm_records": 10,
                     "tokens_generated": 100,
                     "final_rewards": FINAL[algorithm, seed],
+                    "updates_per_step": 1,
+                    "prompts_per_update": 4,
+                    "lr": 3e-5 if algorithm == "grpo" else 5e-6,
+                    "protocol": {
+                        "optim.lr": "3e-05" if algorithm == "grpo" else "5e-06",
+                        "sampling.temperature": "0.5",
+                        "optim.warmup_steps": "10" if algorithm == "grpo" else "0",
+                    },
                     "peak_memory_mb": None,
                     "reward_mean": 0.5,
                     **{f"{stage}_s": 1.0 for stage in ("sample", "verify", "credit", "update")},
@@ -90,7 +98,7 @@ def test_the_zero_gradient_fraction_counts_updates_not_steps():
 
     info = {
         "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
-        "seed": 0, "schedule": {"prompts_per_step": 4}, "group_size": 8, "accuracy_before": 0.5, "accuracy_after": 0.5,
+        "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1}, "optim": {"lr": 1e-5}, "group_size": 8, "accuracy_before": 0.5, "accuracy_after": 0.5,
     }  # fmt: skip
     metrics = pl.DataFrame(
         {
@@ -119,3 +127,10 @@ def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against
     assert grpo["vs_baseline_p"] is None and grpo["vs_baseline"] is None  # the baseline itself
     reverse = aggregate(runs("hp_rlvr")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert reverse["vs_baseline"] == "lower" and reverse["vs_baseline_p"] == pytest.approx(22 / 1024)
+
+
+def test_settings_that_differ_between_a_suites_algorithms_stand_beside_their_rows():
+    board = aggregate(runs("grpo"))
+    assert board["lr"].to_list() == [3e-5, 5e-6]  # its own column, so not repeated in own_settings
+    assert board["own_settings"].to_list() == ["optim.warmup_steps=10", "optim.warmup_steps=0"]
+    assert board["prompts/update"].to_list() == [4, 4] and board["updates/step"].to_list() == [1, 1]
