@@ -167,6 +167,11 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
         raise ConfigError(f"{where}.init_args: expected a mapping")
     params = inspect.signature(cls.__init__).parameters
     for key in spec.init_args:
+        if base is RLVRModule and key == "schedule":
+            raise ConfigError(
+                f"{where}.init_args.schedule: an algorithm cannot change its suite's schedule (a pair shares its steps "
+                "and prompts); put another budget in a suite of its own"
+            )
         if base is RLVRModule and key in SETTINGS:
             continue  # the suite's settings, overridden for this algorithm
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):

@@ -151,6 +151,11 @@ CASES = [
         "suites[0].task.init_args.difficulty.operand: unknown key",
     ),
     (
+        "an algorithm's own schedule",
+        mutate("algorithms.grpo.init_args", {"group_size": 4, "schedule": {"prompts_per_step": 4}}),
+        "suites[0].algorithms.grpo.init_args.schedule: an algorithm cannot change its suite's schedule",
+    ),
+    (
         "baseline not in the suite",
         mutate("baseline", "ppo"),
         "suites[0].baseline: 'ppo' is not one of the suite's algorithms",
