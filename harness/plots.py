@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from harness.records import Run, write_atomic  # noqa: E402
 
@@ -29,6 +30,7 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
         reward = [m["reward"].rolling_mean(10, min_samples=1).to_list() for m, _ in mine]
         accuracy = [(e["accuracy"] * 100).to_list() for _, e in mine]
         same_shape = len({len(r) for r in reward}) == 1 and len({len(a) for a in accuracy}) == 1
+        band = accuracy_band([e for _, e in mine]) if same_shape else None
         for col, (x, _) in enumerate(axes_x):
             xs = [m[x].to_list() for m, _ in mine]
             eval_xs = [
@@ -41,6 +43,8 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
                 label = f"{algorithm} (mean of {len(mine)})"
                 axes[0, col].plot(mean(xs), mean(reward), color=c, lw=2, label=label)
                 axes[1, col].plot(mean(eval_xs), mean(accuracy), "o-", color=c, lw=2, label=label)
+                if band:  # the held-out evaluation's own 95% interval
+                    axes[1, col].fill_between(mean(eval_xs), *band, color=c, alpha=0.12, lw=0)
     for col, (_, x_label) in enumerate(axes_x):
         for row, y_label in enumerate(["training reward (10-step mean)", "held-out accuracy, greedy (%)"]):
             axes[row, col].set_xlabel(x_label), axes[row, col].set_ylabel(y_label), axes[row, col].grid(alpha=0.3)
@@ -72,6 +76,20 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     fig.tight_layout()
     written.append(save(fig, suite_dir / "grad_norms.png"))
     return written
+
+
+def accuracy_band(evals: list[pl.DataFrame]) -> tuple[list[float], list[float]] | None:
+    """(low, high) in % at each evaluation: the exact binomial 95% interval of the held-out
+    problems pooled over seeds, or None where runs recorded no per-problem rewards."""
+    if not all("rewards" in e.columns for e in evals):
+        return None
+    low, high = [], []
+    for at in zip(*(e["rewards"].to_list() for e in evals)):
+        solved, trials = round(sum(sum(r) for r in at)), sum(len(r) for r in at)
+        interval = stats.binomtest(solved, trials).proportion_ci(0.95, method="exact")
+        low.append(100 * interval.low)
+        high.append(100 * interval.high)
+    return low, high
 
 
 def mean(series: list[list[float]]) -> list[float]:

@@ -134,3 +134,18 @@ def test_settings_that_differ_between_a_suites_algorithms_stand_beside_their_row
     assert board["lr"].to_list() == [3e-5, 5e-6]  # its own column, so not repeated in own_settings
     assert board["own_settings"].to_list() == ["optim.warmup_steps=10", "optim.warmup_steps=0"]
     assert board["prompts/update"].to_list() == [4, 4] and board["updates/step"].to_list() == [1, 1]
+
+
+def test_the_curves_band_is_the_binomial_interval_of_the_problems_pooled_over_seeds():
+    from scipy import stats
+
+    from harness.plots import accuracy_band
+
+    seeds = [pl.DataFrame({"step": [0, 5], "rewards": [[1.0, 0.0], [1.0, 1.0]]}) for _ in range(2)]
+    low, high = accuracy_band(seeds)
+    # step 0: 2 of 4 problems; step 5: 4 of 4 (Clopper-Pearson bounds from the beta distribution)
+    assert low[0] == pytest.approx(100 * stats.beta.ppf(0.025, 2, 3)) and high[0] == pytest.approx(
+        100 * stats.beta.ppf(0.975, 3, 2)
+    )
+    assert low[1] == pytest.approx(100 * stats.beta.ppf(0.025, 4, 1)) and high[1] == pytest.approx(100.0)
+    assert accuracy_band([pl.DataFrame({"step": [0], "accuracy": [0.5]})]) is None  # no per-problem rewards
