@@ -176,7 +176,10 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
             continue  # the suite's settings, overridden for this algorithm
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
-    hints = get_type_hints(cls.__init__)
+    try:
+        hints = get_type_hints(cls.__init__)
+    except NameError:  # an annotation named only for type checkers: its arguments go unchecked by type
+        hints = {}
     own = {k: v for k, v in spec.init_args.items() if not (base is RLVRModule and k in SETTINGS)}
     for key, item in own.items():
         if key in hints:

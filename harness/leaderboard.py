@@ -123,10 +123,12 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     )
     # settings of the protocol that differ between the algorithms of a suite, shown on each row
     settings = {(r["suite"], r["algorithm"]): r["protocol"] for r in runs.iter_rows(named=True)}
+    by_suite: dict[str, list[dict[str, str]]] = {}
+    for (suite, _), values in settings.items():
+        by_suite.setdefault(suite, []).append(values)
     differs = {
         suite: sorted(k for k in set().union(*mine) - SHOWN if len({s.get(k) for s in mine}) > 1)
-        for suite in {s for s, _ in settings}
-        for mine in [[v for (s, _), v in settings.items() if s == suite]]
+        for suite, mine in by_suite.items()
     }
     rows = []
     for (suite, task, model, algorithm), g in paired.group_by(
@@ -137,7 +139,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         finals = g["final_rewards"].to_list()
         items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
         pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
-        p = paired_p(*map(list, zip(*pairs))) if pairs and algorithm != g["baseline"][0] else None
+        p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if pairs and algorithm != g["baseline"][0] else None
         rows.append(
             {
                 "suite": suite,

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from harness.__main__ import main
+from tasks.math import MathTask
 
 GOOD = {
     "suites": [
@@ -228,3 +229,20 @@ def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
         .replace("cache_dir: .cache", f"cache_dir: {tmp_path}")
     )
     assert [s.name for s in load_benchmark(local).suites] == ["math-qwen3", "code-qwen3", "alfworld-qwen3"]
+
+
+class TaskWithATypeCheckingAnnotation(MathTask):
+    """A task whose constructor names a type only type checkers import (a forward reference)."""
+
+    def __init__(self, engine: "NotImportedHere | None" = None, eval_size: int = 10):  # noqa: F821
+        super().__init__(eval_size=eval_size)
+
+
+def test_an_annotation_named_only_for_type_checkers_does_not_break_validation(tmp_path, capsys):
+    config = mutate(
+        "task", {"class_path": "test_config.TaskWithATypeCheckingAnnotation", "init_args": {"eval_size": 0}}
+    )
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["run", str(path), "--list"]) == 2  # its own checks still run
+    assert "suites[0].task.init_args.eval_size: must be >= 1" in capsys.readouterr().err
