@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import random
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, Sequence
 
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.strategies import FSDPStrategy
 from torch import Tensor
+from torch.distributed.tensor import DTensor
 
 from rollout import distributed
 from rollout.batch import Rollouts, concatenate
 from rollout.decoding import RolloutEngine, SamplingArgs
 from rollout.memory import peak_mb, reset_peak
 from rollout.scoring import masked_mean, sequence_logprobs
+from rollout.sharding import FSDP2, gathered, is_sharded
 from tasks.base import Problem, Task
 
 
@@ -34,7 +35,8 @@ class OptimArgs:
     """Linear warm-up of the learning rate over the first RL steps."""
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    """Clip threshold. The recorded `grad_norm` is the total norm before clipping."""
+    """Clip threshold of the policy's gradient, and separately of a critic's. The recorded
+    `grad_norm` is the policy's total norm before clipping (`critic/grad_norm` the critic's)."""
 
 
 @dataclass
@@ -126,6 +128,12 @@ class RLVRModule(L.LightningModule):
         out of range, before anything runs: raise ValueError("name: what is wrong"). The types
         were already checked against the constructor's annotations."""
 
+    @classmethod
+    def critic_on_trunk(cls, args: dict[str, Any]) -> bool:
+        """Whether a critic with these arguments trains the policy's own parameters (its gradient
+        is then taken in a backward pass of its own over the shared graph, which FSDP cannot do)."""
+        return False
+
     # ------------------------------------------------------------------ stage 3: the algorithm's
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
@@ -150,9 +158,10 @@ class RLVRModule(L.LightningModule):
             group_size=self.group_size,
         )
 
-    def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
-        """Loss terms beyond the surrogate (PPO's value loss); none by default."""
-        return torch.zeros(()), {}
+    def critic_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor | None, dict[str, float]]:
+        """A learned critic's loss (PPO's value loss) and its statistics; None without a critic.
+        Its gradient is clipped and recorded apart from the policy's."""
+        return None, {}
 
     # ------------------------------------------------------------------ the step
 
@@ -174,7 +183,7 @@ class RLVRModule(L.LightningModule):
             self.schedule.prompts_per_step,
         )
         problems = distributed.shard(problems)  # this process's prompts (all of them on one device)
-        with self.stage(timing, "sample"):
+        with self.stage(timing, "sample"), gathered(self.policy):
             rollouts = self.task.rollout(self.engine, problems, self.group_size)
         with self.stage(timing, "verify"):
             rollouts.verdicts = self.task.verify_all(rollouts)
@@ -233,16 +242,15 @@ class RLVRModule(L.LightningModule):
                 loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible, tokens)
                 if self.reference is not None:
                     loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
-                extra, extra_stats = self.extra_loss(batch, outputs)
-                loss = loss + extra
+                critic_loss, critic_stats = self.critic_loss(batch, outputs)
                 optimizer.zero_grad(set_to_none=True)
-                self.manual_backward(loss)
-                norm = self.synchronise_and_clip()
+                norm, critic_norm = self.backward_by_role(loss, critic_loss)
                 optimizer.step()
-                norms.append(float(norm))
+                norms.append(norm)
                 losses.append(float(loss.detach()))
                 clipped.append(clip_frac)
-                extras.append(extra_stats)
+                extras.append(critic_stats | ({} if critic_norm is None else {"critic/grad_norm": critic_norm}))
+        lr = scheduler.get_last_lr()[0]  # the rate these updates used
         scheduler.step()
         stats = {
             "grad_norm": norms[0],
@@ -251,21 +259,40 @@ class RLVRModule(L.LightningModule):
             "zero_grad_updates": sum(n == 0.0 for n in norms),
             "loss": float(np.mean(losses)),
             "clip_ratio/region_mean": float(np.mean(clipped)),
-            "lr": scheduler.get_last_lr()[0],
+            "lr": lr,
         }
         for key in extras[0] if extras else []:
             stats[key] = float(np.mean([e[key] for e in extras]))
         return stats
 
-    def synchronise_and_clip(self) -> Tensor:
-        """Gradients equal on every process, clipped; returns their total norm before clipping."""
-        strategy = self.trainer.strategy
-        if isinstance(strategy, distributed.RolloutDDP):
-            distributed.average_gradients(list(self.parameters()))
-        if isinstance(strategy, FSDPStrategy):
-            # sharded gradients: the wrapper computes the norm over all shards
-            return strategy.model.clip_grad_norm_(self.optim_args.max_grad_norm)
-        return torch.nn.utils.clip_grad_norm_(self.parameters(), self.optim_args.max_grad_norm)
+    def backward_by_role(self, policy_loss: Tensor, critic_loss: Tensor | None) -> tuple[float, float | None]:
+        """Gradients of both losses, each role's clipped on its own at `max_grad_norm`: (the
+        policy's norm, the critic's or None), before clipping. The critic's gradient is every
+        gradient its loss produces (its head and, for a critic on the policy's trunk, the trunk),
+        taken first in a backward pass of its own and added back after the policy's is clipped."""
+        # The parameter lists are taken after each backward pass: FSDP swaps a unit's sharded
+        # parameters back in only when its gradients are reduced.
+        critic_norm, critic_grads = None, None
+        if critic_loss is not None:
+            self.manual_backward(critic_loss, retain_graph=True)
+            critic_norm = self.synchronise_and_clip([p for p in self.parameters() if p.grad is not None])
+            critic_grads = {p: p.grad for p in self.policy.parameters() if p.grad is not None}
+            for p in critic_grads:
+                p.grad = None
+        self.manual_backward(policy_loss)
+        norm = self.synchronise_and_clip([p for p in self.policy.parameters() if p.requires_grad])
+        for p, extra in (critic_grads or {}).items():
+            p.grad = extra if p.grad is None else p.grad + extra
+        return norm, critic_norm
+
+    def synchronise_and_clip(self, parameters: list[torch.nn.Parameter]) -> float:
+        """Their gradients equal on every process and clipped together; their total norm before
+        clipping. FSDP averages the shards it holds in the backward pass; the others (and every
+        gradient under DDP) are averaged here."""
+        replicated = [p for p in parameters if not isinstance(p, DTensor)]
+        distributed.average_gradients(replicated)
+        norm = torch.nn.utils.clip_grad_norm_(parameters, self.optim_args.max_grad_norm)
+        return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
     def surrogate(
         self, logprobs: Tensor, old: Tensor, adv: Tensor, eligible: Tensor, tokens: float | None = None
@@ -333,7 +360,8 @@ class RLVRModule(L.LightningModule):
         """Every process's rollouts and advantages in prompt order (the shards are contiguous), and
         the credit statistics averaged over processes, so that the record describes the step."""
         slim = replace(rollouts, token_data={"advantages": advantages})  # not old log-probs etc.
-        checksum = float(sum(p.detach().double().sum() for p in self.parameters()))
+        # sharded weights are one copy by construction; replicated ones must agree
+        checksum = 0.0 if is_sharded(self.policy) else float(sum(p.detach().double().sum() for p in self.parameters()))
         parts = distributed.gather((slim, credit_stats, checksum))
         whole = concatenate([part for part, _, _ in parts], self.tokenizer.pad_token_id)
         stats = {key: nan_mean([s[key] for _, s, _ in parts]) for key in parts[0][1]}
@@ -353,9 +381,10 @@ class RLVRModule(L.LightningModule):
         world, rank = distributed.world_size(), distributed.rank()
         mine = problems[rank::world]
         rewards: list[float] = []
-        for i in range(0, len(mine), self.eval_args.batch_size):
-            chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
-            rewards += [v.reward for v in self.task.verify_all(chunk)]
+        with self.compute_precision(), gathered(self.policy):
+            for i in range(0, len(mine), self.eval_args.batch_size):
+                chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
+                rewards += [v.reward for v in self.task.verify_all(chunk)]
         shares = distributed.gather(rewards)
         rewards = [shares[i % world][i // world] for i in range(len(problems))]
         return {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
@@ -372,6 +401,19 @@ class RLVRModule(L.LightningModule):
             self.evaluations.append({"step": 0, **self.evaluate()})
 
     # ------------------------------------------------------------------ Lightning plumbing
+
+    def compute_precision(self):
+        """The trainer's compute precision (bf16 autocast under `bf16-mixed`) for passes outside
+        `training_step`, which Lightning runs in it already: the step-0 evaluation."""
+        trainer = self._trainer
+        return trainer.precision_plugin.forward_context() if trainer is not None else nullcontext()
+
+    def configure_model(self) -> None:
+        strategy = self.trainer.strategy
+        if isinstance(strategy, FSDP2) and not is_sharded(self.policy):
+            strategy.shard(self.policy)
+            if self.reference is not None:
+                strategy.shard(self.reference)
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(

@@ -34,6 +34,7 @@ from rollout import distributed
 from rollout.batch import Rollouts, left_padded, position_ids
 from rollout.decoding import eval_mode
 from rollout.scoring import masked_mean
+from rollout.sharding import trunk
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
 F = torch.nn.functional
@@ -260,7 +261,7 @@ def next_token_hidden(
         lo, hi = min(first[r] for r in rows_of_pass), max(last[r] for r in rows_of_pass) + 1
         members = torch.tensor(rows_of_pass, device=device)
         ids, mask = input_ids[members, lo:hi], attention_mask[members, lo:hi]
-        hidden = model.base_model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).last_hidden_state
+        hidden = trunk(model)(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).last_hidden_state
         where[members] = torch.arange(len(members), device=device)
         pick = torch.isin(rows, members).nonzero().flatten()
         if out is None:

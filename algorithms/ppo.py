@@ -11,7 +11,9 @@ matmul per token instead of a second forward and backward pass and a second copy
 weights, which is what "PPO with a learned critic" costs in practice with a shared model
 (TRL's value-head models). Its loss reaches the trunk, scaled by `value_coef`. The head starts at
 zero, so the first advantages are plain discounted returns, and learns at its own, larger rate
-(`value_lr`); there is no separate critic warm-up.
+(`value_lr`); there is no separate critic warm-up. The critic's gradient (the head's, and the
+trunk's from the value loss) is clipped and recorded apart from the policy's, as verl and OpenRLHF
+do with their separate critics.
 This is the baseline HP-RLVR claims to make unnecessary.
 """
 
@@ -23,6 +25,7 @@ from torch import Tensor
 from algorithms.base import RLVRModule
 from rollout.batch import Rollouts, position_ids
 from rollout.scoring import logprobs_at, masked_mean
+from rollout.sharding import trunk
 
 
 def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
@@ -47,7 +50,8 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float)
     j = torch.arange(n, device=values.device)
     distance = (j[None, :] - j[:, None]).float()  # distance[j, k] = k - j
     decay = torch.where(distance >= 0, (gamma * lam) ** distance.clamp(min=0), 0.0)
-    packed_advantages = delta @ decay.T  # A[:, j] = sum_k delta[:, k] decay[j, k]
+    with torch.autocast(values.device.type, enabled=False):  # float32 under bf16-mixed too
+        packed_advantages = delta @ decay.T  # A[:, j] = sum_k delta[:, k] decay[j, k]
     advantages = torch.zeros_like(values, dtype=torch.float32)
     advantages[rows, cols] = packed_advantages[rows, step]
     returns = torch.where(mask, advantages + values, 0.0)
@@ -87,7 +91,7 @@ class PPO(RLVRModule):
         self.whiten_advantages, self.value_lr = whiten_advantages, value_lr
         self.value_trunk_gradient = value_trunk_gradient
         hidden = self.policy.get_output_embeddings().weight.shape[1]
-        self.value_head = torch.nn.Linear(hidden, 1)
+        self.value_head = torch.nn.Linear(hidden, 1, dtype=self.policy.dtype, device=self.policy.device)
         torch.nn.init.zeros_(self.value_head.weight)
         torch.nn.init.zeros_(self.value_head.bias)
 
@@ -101,7 +105,7 @@ class PPO(RLVRModule):
         """(log-probs [N, L] at the eligible tokens, values [N, L]) from one pass through the
         trunk. Column t's value is the head on the state that predicts token t, i.e. V before
         acting at t. eligible=None: values only (the credit stage needs no vocabulary projection)."""
-        hidden = self.policy.base_model(
+        hidden = trunk(self.policy)(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
         logprobs = (
@@ -128,6 +132,10 @@ class PPO(RLVRModule):
             raise ValueError(f"value_clip: must be > 0 (got {args['value_clip']})")
         if (args.get("value_lr") or 1.0) <= 0:
             raise ValueError(f"value_lr: must be > 0, or null for 10x the policy's (got {args['value_lr']})")
+
+    @classmethod
+    def critic_on_trunk(cls, args):
+        return args.get("value_trunk_gradient", True)
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         eligible = rollouts.eligible
@@ -156,7 +164,7 @@ class PPO(RLVRModule):
         logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask, batch.eligible)
         return logprobs, {"values": values}
 
-    def extra_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+    def critic_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         values, old = outputs["values"], batch.token_data["old_values"]
         returns, mask = batch.token_data["returns"], batch.eligible.float()
         clipped = old + (values - old).clamp(-self.value_clip, self.value_clip)

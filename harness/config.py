@@ -66,7 +66,20 @@ class TrainerArgs:
     `rollout.distributed`); prompts_per_step must divide evenly."""
     strategy: Literal["auto", "ddp", "fsdp"] = "auto"
     """auto: one process, or DDP when devices > 1. ddp: `rollout.distributed.RolloutDDP` (over gloo
-    on CPU). fsdp: Lightning's FSDPStrategy, sharding the policy's decoder layers across GPUs."""
+    on CPU): every process holds the whole model. fsdp: FSDP2 (`rollout.sharding`): parameters,
+    gradients and optimizer state sharded across the processes, decoder layers as the unit; on
+    GPUs over NCCL, on CPUs over gloo."""
+    precision: Literal["32-true", "bf16-mixed"] = "32-true"
+    """Lightning's names. 32-true: float32 throughout. bf16-mixed: float32 weights, gradients and
+    optimizer state, compute in bf16 (autocast; under fsdp the layers are gathered as bf16 and
+    gradients reduced in float32). Sampling, scoring, the update and evaluation all run at it."""
+    cpu_offload: bool = False
+    """fsdp only: keep the sharded parameters, gradients and optimizer state in host memory
+    (FSDP2's CPUOffloadPolicy), moved to the accelerator unit by unit for compute."""
+    keep_policy: bool = False
+    """Save the trained policy as `<run>/policy/`, a directory that transformers'
+    `AutoModelForCausalLM.from_pretrained` loads (gathered from the shards under fsdp). A finished
+    run deletes its checkpoints otherwise, and only its records stay."""
     checkpoint_every_s: float = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
     its last step: a killed run loses at most about this much work. 0: after every step (on the
@@ -258,8 +271,8 @@ def check_values(suite: Suite, where: str) -> None:
         raise ConfigError(
             f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly"
         )
-    if t.strategy == "fsdp" and t.accelerator == "cpu":
-        raise ConfigError(f"{where}.trainer.strategy: fsdp shards across GPUs; use ddp on CPU")
+    if t.cpu_offload and t.strategy != "fsdp":
+        raise ConfigError(f"{where}.trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp")
     for name, spec in suite.algorithms.items():
         own, settings = suite.algorithm_settings(name)
         if settings["schedule"].prompts_per_step % t.devices:
@@ -271,6 +284,12 @@ def check_values(suite: Suite, where: str) -> None:
             raise ConfigError(
                 f"{where}.update.minibatches: {minibatches} (for {name}) must divide the {prompts} prompts a process "
                 "updates on each step, so that every update has as many"
+            )
+        if t.strategy == "fsdp" and spec.resolve().critic_on_trunk(own):
+            raise ConfigError(
+                f"{where}.algorithms.{name}.init_args.value_trunk_gradient: a critic on the policy's trunk needs a second "
+                "backward pass over one graph, which FSDP frees after the first; set it false (a probe on the policy's "
+                "features) or use strategy: ddp"
             )
         if settings["update"].epochs < 1:
             raise ConfigError(f"{where}.update.epochs: must be >= 1")

@@ -31,9 +31,10 @@ from lightning.pytorch.loggers import CSVLogger
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights, weights_recipe
-from harness.records import StepRecorder, run_name, write_json
+from harness.records import StepRecorder, resume_point, run_name, write_json
 from rollout import distributed
 from rollout.scoring import activation_checkpointing
+from rollout.sharding import FSDP2, full_state_dict
 
 log = logging.getLogger("harness")
 
@@ -243,7 +244,7 @@ def prepare(run_dir: Path, spec: dict, say) -> str:
     if (run_dir / "run.json").exists():
         return "skip"
     write_json(spec, recorded)
-    return "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
+    return "resume" if resume_point(run_dir) is not None else "start"
 
 
 def run_one(
@@ -270,7 +271,7 @@ def run_one(
     elif (run_dir / "run.json").exists():  # the other processes of a multi-device run follow the first's
         action = "skip"
     else:
-        action = "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "start"
+        action = "resume" if resume_point(run_dir) is not None else "start"
     action = distributed.from_first(action)
     try:
         if action in ("skip", "held"):
@@ -295,14 +296,15 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     preparation_s = time.perf_counter() - started
     suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_settings(algorithm)[0]
     recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
-    start_key, measured = start_evaluation(suite_dir, weights, module, task_key)
+    start_key, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
     if not resume and start_key in measured:
         module.evaluations = [{"step": 0, **measured[start_key]}]
     say(f"{'resuming' if resume else 'starting'} from {weights}")
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
         devices=suite.trainer.devices,
-        strategy=strategy(suite.trainer, module),
+        strategy=strategy(suite.trainer),
+        precision=suite.trainer.precision,
         use_distributed_sampler=False,  # the batches are step numbers; every process runs every step
         max_epochs=-1,
         logger=loggers(run_dir),
@@ -322,11 +324,13 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     trainer.fit(module, steps, ckpt_path=recorder.checkpoint_path if resume else None, weights_only=False)
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
+    if suite.trainer.keep_policy:
+        save_policy(module, run_dir / "policy")
     if not trainer.is_global_zero:
         return preparation_s
     if start_key not in measured:
         with FileLock(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
-            _, measured = start_evaluation(suite_dir, weights, module, task_key)
+            _, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
             start = {k: v for k, v in module.evaluations[0].items() if k != "step"}
             write_json({**measured, start_key: start}, suite_dir / "start-evaluations.json")
     write_json(
@@ -358,6 +362,15 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     return preparation_s
 
 
+def save_policy(module, directory: Path) -> None:
+    """The trained policy as a directory `AutoModelForCausalLM.from_pretrained` loads, written by
+    the first process (collective under FSDP, which gathers the shards)."""
+    state = full_state_dict(module.policy)
+    if distributed.rank() == 0:
+        module.policy.save_pretrained(directory, state_dict=state)
+        module.tokenizer.save_pretrained(directory)
+
+
 def versions() -> dict[str, str | int]:
     """What a run's numbers depend on beyond its settings: the releases (a newer transformers,
     say, can round differently, and a warm start of a few hundred steps amplifies that) and
@@ -373,7 +386,9 @@ def versions() -> dict[str, str | int]:
     }
 
 
-def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> tuple[str, dict[str, float]]:
+def start_evaluation(
+    suite_dir: Path, weights: Path, module, task_key: dict, precision: str = "32-true"
+) -> tuple[str, dict[str, float]]:
     """(the key of this run's step-0 evaluation, the step-0 accuracies the suite has measured).
     Every algorithm of a suite starts from the same weights and evaluation is greedy, so the
     step-0 accuracy is the same for all of them: measured by the suite's first run, reused by
@@ -385,6 +400,7 @@ def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> 
                 "task": task_key,
                 "evaluation": asdict(module.eval_args),
                 "max_new_tokens": module.sampling.max_new_tokens,
+                **({} if precision == "32-true" else {"precision": precision}),  # 32-true: the keys as before
             },
             sort_keys=True,
             default=str,
@@ -394,14 +410,10 @@ def start_evaluation(suite_dir: Path, weights: Path, module, task_key: dict) -> 
     return key, json.loads(path.read_text()) if path.exists() else {}
 
 
-def strategy(args: TrainerArgs, module):
+def strategy(args: TrainerArgs):
     """The Lightning strategy for a suite's `trainer.strategy`."""
     if args.strategy == "fsdp":
-        from lightning.pytorch.strategies import FSDPStrategy
-
-        # Shard by decoder layer: the unit that is gathered for its forward and freed after.
-        layer = type(module.policy.base_model.layers[0])
-        return FSDPStrategy(auto_wrap_policy={layer}, sharding_strategy="FULL_SHARD")
+        return FSDP2(args.devices, cpu_offload=args.cpu_offload)
     if args.strategy == "ddp" or args.devices > 1:
         return distributed.RolloutDDP(process_group_backend="gloo" if args.accelerator == "cpu" else None)
     return "auto"

@@ -55,10 +55,20 @@ class ModelArgs:
     warm_start: WarmStartArgs | None = field(default_factory=WarmStartArgs)
     """None: start RL from the weights as they are."""
     dtype: str = "float32"
+    """The weights' storage type: float32, so that AdamW keeps every update (in bf16 an update of
+    1e-6 relative to a weight of 0.02 is below its resolution and is lost). bf16 compute is
+    `trainer.precision: bf16-mixed`."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass instead of keeping them
     (transformers' gradient checkpointing): less memory for long rows, about a third more compute.
     The training pass then runs every row whole (no shared-prompt pass, which needs a cache)."""
+
+    def __post_init__(self):
+        if self.dtype != "float32":
+            raise ValueError(
+                f"dtype: {self.dtype} weights under AdamW lose updates below its resolution; keep float32 and set "
+                "trainer.precision: bf16-mixed (float32 master weights, bf16 compute)"
+            )
 
 
 def load_policy(directory: str | Path, dtype: str = "float32"):

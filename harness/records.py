@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +18,7 @@ import lightning as L
 import polars as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning_utilities.core.apply_func import apply_to_collection
 
 
@@ -118,19 +120,47 @@ class StepRecorder(L.Callback):
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.run_dir / "checkpoints" / "last.ckpt"
+        return resume_point(self.run_dir) or self.run_dir / "checkpoints" / "last.ckpt"
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         due = module.rl_step >= module.schedule.steps or time.perf_counter() - self._last_checkpoint >= self.every_s
         # Saving is collective: every process follows the first one's clock.
         if trainer.strategy.broadcast(due, src=0):
-            trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+            if isinstance(trainer.strategy, ModelParallelStrategy):
+                self.save_sharded(trainer, module)
+            else:
+                trainer.save_checkpoint(self.run_dir / "checkpoints" / "last.ckpt", weights_only=False)
             self._last_checkpoint = time.perf_counter()
+
+    def save_sharded(self, trainer, module) -> None:
+        """FSDP's checkpoint: a folder in which each process writes its own shards (no process
+        holds a full copy), written beside the last one and swapped in when complete; then the
+        records, as the background writer does for whole checkpoints."""
+        folder = self.run_dir / "checkpoints"
+        staging, last, previous = folder / "next.ckpt", folder / "last.ckpt", folder / "previous.ckpt"
+        trainer.save_checkpoint(staging, weights_only=False)  # collective, ends in a barrier
+        if trainer.is_global_zero:
+            shutil.rmtree(previous, ignore_errors=True)
+            if last.exists():
+                last.rename(previous)
+            staging.rename(last)
+            shutil.rmtree(previous, ignore_errors=True)
+            self.write_records({"rlvr": {"records": module.records, "evaluations": module.evaluations}})
+        trainer.strategy.barrier()
 
     def write_records(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint["rlvr"]
         write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")
+
+
+def resume_point(run_dir: Path) -> Path | None:
+    """The checkpoint an interrupted run resumes from, if any: the last one, or the one before it
+    where a kill fell between the two renames of a sharded save."""
+    for name in ("last.ckpt", "previous.ckpt"):
+        if (run_dir / "checkpoints" / name).exists():
+            return run_dir / "checkpoints" / name
+    return None
 
 
 # ---- finished runs, read back

@@ -77,9 +77,9 @@ def total(value: float) -> float:
 def average_gradients(parameters: Sequence[torch.nn.Parameter]) -> None:
     """Replace each gradient by its mean over ranks (one all-reduce of the flattened gradients).
     A parameter without a gradient on this rank contributes zeros, so every rank ends equal."""
-    if not initialized() or world_size() == 1:
-        return
     params = [p for p in parameters if p.requires_grad]
+    if not initialized() or world_size() == 1 or not params:
+        return
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads])
     torch.distributed.all_reduce(flat)

@@ -30,3 +30,43 @@ def peak_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def estimate_mb(
+    parameters: int,
+    config,
+    rows_per_update: int,
+    rows_per_generate: int,
+    length: int,
+    scored: int,
+    shards: int = 1,
+    bf16: bool = False,
+    checkpointing: bool = False,
+    offload: bool = False,
+) -> dict[str, float]:
+    """What one process holds at its peak, in MiB, by part: float32 weights, gradients and AdamW's
+    two moments (each divided by `shards` under FSDP, on the host with `offload`); a full copy of
+    the weights at compute precision (FSDP gathers it for decoding, bf16 autocast caches its casts);
+    the training pass's activations for `rows_per_update` rows of `length` tokens (a layer's
+    inputs, its attention and MLP intermediates, or only each layer's input when checkpointed)
+    and the vocabulary projection of the `scored` tokens of a row; the KV cache for
+    `rows_per_generate` rows.
+    `config`: the model's transformers config. An estimate for planning, not a bound."""
+    mib = 2**20
+    compute = 2 if bf16 else 4
+    h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * getattr(config, "head_dim", h // config.num_attention_heads)
+    tokens = rows_per_update * length
+    per_layer = (h if checkpointing else 8 * h + 2 * kv + 3 * inter) * compute  # bytes a token
+    states = 0.0 if offload else parameters * 4 / shards / mib
+    parts = {
+        "weights": states,
+        "gradients": states,
+        "optimizer": 2 * states,
+        "compute_copy": parameters * compute / mib if (bf16 or shards > 1) else 0.0,
+        "activations": (tokens * layers * per_layer + rows_per_update * scored * config.vocab_size * (compute + 4))
+        / mib,
+        "kv_cache": 2 * layers * kv * compute * rows_per_generate * length / mib,
+    }
+    parts["total"] = sum(parts.values())
+    return parts

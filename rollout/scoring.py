@@ -10,6 +10,7 @@ from torch import Tensor
 
 from rollout.batch import position_ids, repeats_in_groups
 from rollout.cache import cache_argument, returned_cache
+from rollout.sharding import trunk
 
 
 def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
@@ -61,7 +62,7 @@ def sequence_logprobs(
     if prefix:
         hidden = shared_prefix_hidden(model, input_ids, attention_mask, group_size, prefix)
     else:
-        hidden = model.base_model(
+        hidden = trunk(model)(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
     return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
@@ -85,12 +86,12 @@ def shared_prefix_hidden(model, input_ids: Tensor, attention_mask: Tensor, group
     group: the prefix's keys and values (with their graph) are repeated for the group's rows, and
     the rest of each row attends to them as a cache."""
     head_ids, head_mask = input_ids[::group_size, :prefix], attention_mask[::group_size, :prefix]
-    head = model.base_model(
+    head = trunk(model)(
         input_ids=head_ids, attention_mask=head_mask, position_ids=position_ids(head_mask), use_cache=True
     )
     cache = returned_cache(head)
     cache.batch_repeat_interleave(group_size)
-    tail = model.base_model(
+    tail = trunk(model)(
         input_ids=input_ids[:, prefix:],
         attention_mask=attention_mask,
         position_ids=position_ids(attention_mask)[:, prefix:],

@@ -90,11 +90,6 @@ CASES = [
         "suites[0].trainer.strategy: expected one of auto, ddp, fsdp",
     ),
     (
-        "fsdp on cpu",
-        mutate("trainer", {"strategy": "fsdp", "accelerator": "cpu"}),
-        "suites[0].trainer.strategy: fsdp shards across GPUs",
-    ),
-    (
         "negative checkpoint interval",
         mutate("trainer", {"checkpoint_every_s": -1}),
         "suites[0].trainer.checkpoint_every_s: must be >= 0",
@@ -160,6 +155,35 @@ CASES = [
         "baseline not in the suite",
         mutate("baseline", "ppo"),
         "suites[0].baseline: 'ppo' is not one of the suite's algorithms",
+    ),
+    (
+        "bf16 weights under AdamW",
+        mutate("model.dtype", "bfloat16"),
+        "suites[0].model.dtype: bfloat16 weights under AdamW lose updates below its resolution; keep float32 and set "
+        "trainer.precision: bf16-mixed",
+    ),
+    (
+        "an unknown precision",
+        mutate("trainer", {"precision": "bf16-true"}),
+        "suites[0].trainer.precision: expected one of",
+    ),
+    (
+        "offload without fsdp",
+        mutate("trainer", {"cpu_offload": True}),
+        "suites[0].trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp",
+    ),
+    (
+        "a shared-trunk critic under fsdp",
+        {
+            "suites": [
+                {
+                    **mutate("trainer", {"strategy": "fsdp", "devices": 2})["suites"][0],
+                    "algorithms": {"ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {}}},
+                }
+            ]
+        },
+        "suites[0].algorithms.ppo.init_args.value_trunk_gradient: a critic on the policy's trunk needs a second "
+        "backward pass",
     ),
     (
         "the seed is the suite's",

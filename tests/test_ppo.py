@@ -74,7 +74,7 @@ def test_value_head_values_align_with_the_policy_forward(tiny_dir):
     returns = rollouts.token_data["returns"]
     for i in range(4):
         assert (returns[i][rollouts.eligible[i]] == rollouts.rewards[i]).all()
-    loss, value_stats = module.extra_loss(rollouts, outputs)
+    loss, value_stats = module.critic_loss(rollouts, outputs)
     assert value_stats["ppo/value_loss"] == pytest.approx(
         0.5 * float((rollouts.rewards**2 * rollouts.eligible.sum(-1)).sum() / rollouts.eligible.sum()), rel=1e-5
     )

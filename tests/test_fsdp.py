@@ -1,0 +1,126 @@
+"""FSDP2 over two CPU processes (gloo), run as a user would: `trainer: {strategy: fsdp}`."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import torch
+import yaml
+from test_e2e import PromptParityReward
+from transformers import AutoModelForCausalLM
+
+TESTS = Path(__file__).parent
+ALGORITHMS = {
+    "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}},
+    "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}},
+    "ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {"value_trunk_gradient": False}},
+}
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support"),
+]
+
+
+class CrashingParity(PromptParityReward):
+    """Kills its process (no clean-up, as a lost node would) when training samples for the
+    step that RLVR_TEST_CRASH_AT names (1-based)."""
+
+    def rollout(self, engine, problems, group_size=1, greedy=False):
+        if not greedy:
+            self.samples = getattr(self, "samples", 0) + 1
+            if str(self.samples) == os.environ.get("RLVR_TEST_CRASH_AT"):
+                os._exit(17)
+        return super().rollout(engine, problems, group_size, greedy)
+
+
+def run(tmp_path: Path, name: str, trainer: dict, algorithms=ALGORITHMS, steps=3, crash_at=None) -> Path:
+    spec = {
+        "name": name,
+        "task": {"class_path": "test_fsdp.CrashingParity", "init_args": {"train_size": 200, "eval_size": 20}},
+        "model": {
+            "preset": "tiny",
+            "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "head_dim": 8},
+            "warm_start": {"steps": 10, "batch_size": 8},
+        },
+        "algorithms": algorithms,
+        "seeds": [0],
+        "schedule": {"steps": steps, "prompts_per_step": 8, "prompt_pool": 12},
+        "sampling": {"max_new_tokens": 10, "temperature": 0.7},
+        "update": {"minibatches": 2},
+        "evaluation": {"every": 2},
+        "trainer": {"devices": 2, "accelerator": "cpu", "keep_policy": True, "checkpoint_every_s": 0, **trainer},
+    }
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    env.pop("RLVR_TEST_CRASH_AT", None)
+    if crash_at is not None:
+        env["RLVR_TEST_CRASH_AT"] = str(crash_at)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(config), "--results", str(tmp_path / "runs")],
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if crash_at is None:
+        assert done.returncode == 0, done.stderr[-3000:]
+    else:
+        assert done.returncode != 0
+    return tmp_path / "runs" / name
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return AutoModelForCausalLM.from_pretrained(run_dir / "policy").state_dict()
+
+
+def test_fsdp_trains_as_ddp_does_for_every_algorithm(tmp_path):
+    """Both split a step's prompts between the two processes and give each the same sampler seed,
+    so they sample the same rollouts while their weights agree; FSDP must then take the same
+    updates. GRPO and HP-RLVR come out bit for bit equal here; PPO's replicated value head is
+    averaged by an all-reduce of its own, which rounds differently: 1e-7 is 0.2% of the 6e-5
+    that three steps move a weight."""
+    sharded = run(tmp_path, "fsdp", {"strategy": "fsdp"})
+    replicated = run(tmp_path, "ddp", {"strategy": "ddp"})
+    (start,) = (tmp_path / "cache" / "policies").glob("*/recipe.json")
+    start = AutoModelForCausalLM.from_pretrained(start.parent).state_dict()
+    for algorithm in ALGORITHMS:
+        a, b = (pl.read_parquet(d / f"{algorithm}-seed0" / "metrics.parquet") for d in (sharded, replicated))
+        for column in ("prompt_ids", "reward", "tokens/generated"):
+            assert a[column].to_list() == b[column].to_list(), (algorithm, column)
+        norms = [n for step in a["grad_norms"].to_list() for n in step]
+        assert len(norms) == 3 * 2 and all(n > 0 for n in norms)
+        torch.testing.assert_close(a["grad_norm"].to_numpy(), b["grad_norm"].to_numpy(), rtol=1e-5, atol=1e-7)
+        trained, reference = weights(sharded / f"{algorithm}-seed0"), weights(replicated / f"{algorithm}-seed0")
+        moved = max(float((reference[k] - start[k]).abs().max()) for k in start)
+        assert moved > 1e-5, algorithm
+        for name in start:
+            torch.testing.assert_close(trained[name], reference[name], rtol=0, atol=1e-7, msg=f"{algorithm} {name}")
+        assert not (sharded / f"{algorithm}-seed0" / "checkpoints").exists()  # finished: only records stay
+
+
+def test_a_killed_fsdp_run_resumes_to_the_same_records(tmp_path):
+    """bf16-mixed, sharded checkpoints (a folder of per-process shards) after every step; both
+    processes killed while sampling step 3."""
+    trainer = {"strategy": "fsdp", "precision": "bf16-mixed"}
+    algorithms = {k: ALGORITHMS[k] for k in ("grpo", "ppo")}
+    straight = run(tmp_path / "straight", "s", trainer, algorithms, steps=4)
+    run(tmp_path / "resumed", "s", trainer, {"grpo": ALGORITHMS["grpo"]}, steps=4, crash_at=3)
+    run_dir = tmp_path / "resumed" / "runs" / "s" / "grpo-seed0"
+    checkpoint = run_dir / "checkpoints" / "last.ckpt"
+    assert checkpoint.is_dir() and len(list(checkpoint.glob("*.distcp"))) == 2  # one shard file a process
+    assert pl.read_parquet(run_dir / "metrics.parquet")["step"].to_list() == [1, 2]
+    resumed = run(tmp_path / "resumed", "s", trainer, algorithms, steps=4)
+    for algorithm in algorithms:
+        a = pl.read_parquet(straight / f"{algorithm}-seed0" / "metrics.parquet")
+        b = pl.read_parquet(resumed / f"{algorithm}-seed0" / "metrics.parquet")
+        assert b["step"].to_list() == [1, 2, 3, 4]
+        for column in ("prompt_ids", "reward", "grad_norms", "loss", "tokens/generated", "lr"):
+            assert a[column].to_list() == b[column].to_list(), (algorithm, column)
+        trained, reference = weights(resumed / f"{algorithm}-seed0"), weights(straight / f"{algorithm}-seed0")
+        for name in reference:
+            assert torch.equal(trained[name], reference[name]), (algorithm, name)
