@@ -343,7 +343,7 @@ class RLVRModule(L.LightningModule):
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
             "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
             "credit/frac_tokens_zero_advantage": float(masked_mean(advantages == 0, eligible)),
-            "memory/peak_mb": peak_mb(),
+            "memory/peak_mb": max(distributed.gather(peak_mb())),  # the fullest process's
         }
         if self.group_size > 1:
             grouped = rewards.view(-1, self.group_size)

@@ -143,14 +143,16 @@ class StepClock(L.Callback):
         )
 
 
-def bench_module(module, steps: int, checkpoint_every_s: float = 0.0) -> list[dict]:
-    """Per-step timing rows of `steps` steps, checkpointed as a run with this interval would be."""
+def bench_module(module, steps: int, checkpoint_every_s: float = 0.0, precision: str = "32-true") -> list[dict]:
+    """Per-step timing rows of `steps` steps, checkpointed as a run with this interval would be,
+    on one device at `precision`."""
     clock, task_clock = ModelClock(), ModelClock()
     with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock):
         timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch), checkpoint_every_s)
         trainer = L.Trainer(
             accelerator="auto",
             devices=1,
+            precision=precision,
             max_epochs=-1,
             logger=False,
             enable_checkpointing=False,
@@ -183,7 +185,7 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                 schedule={"steps": steps + 1},
                 evaluation={"every": 10**9, "limit": 0},
             )
-            measured = bench_module(module, steps + 1, suite.trainer.checkpoint_every_s)[1:]
+            measured = bench_module(module, steps + 1, suite.trainer.checkpoint_every_s, suite.trainer.precision)[1:]
             for r in measured:
                 r["overhead_s"] = r["step_s"] - r["model_s"] - r["task_s"]
             median = {key: statistics.median(r[key] for r in measured) for key in measured[0] if key != "peak_mb"}

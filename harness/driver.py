@@ -33,6 +33,7 @@ from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.records import StepRecorder, resume_point, run_name, write_json
 from rollout import distributed
+from rollout.memory import estimate_mb
 from rollout.scoring import activation_checkpointing
 from rollout.sharding import FSDP2, full_state_dict
 
@@ -174,6 +175,10 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def fmt_mb(mb: float) -> str:
+    return f"{mb / 1024:.1f} GiB" if mb >= 1024 else f"{mb:.1f} MiB"
+
+
 def fmt_duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
@@ -300,6 +305,9 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     if not resume and start_key in measured:
         module.evaluations = [{"step": 0, **measured[start_key]}]
     say(f"{'resuming' if resume else 'starting'} from {weights}")
+    memory = memory_estimate(suite, module)
+    parts = ", ".join(f"{k.replace('_', ' ')} {fmt_mb(v)}" for k, v in memory.items() if k != "total" and v)
+    say(f"memory estimate per process: {fmt_mb(memory['total'])} ({parts}; the runtime itself not counted)")
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
         devices=suite.trainer.devices,
@@ -352,6 +360,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
             "steps": module.rl_step,
             "wall_clock_s": module.wall_clock_s,
             "warm_start_s": preparation_s,
+            "memory_estimate_mb": memory["total"],
             "accuracy_before": module.evaluations[0]["accuracy"],
             "accuracy_after": module.evaluations[-1]["accuracy"],
             **module.hyperparameters(),
@@ -360,6 +369,29 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     )
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return preparation_s
+
+
+def memory_estimate(suite: Suite, module) -> dict[str, float]:
+    """`rollout.memory.estimate_mb` for one process of this run. The length of a row is the
+    longest of the first 256 training prompts plus what the sampler may add: `max_new_tokens`
+    for each of a multi-turn task's turns (`max_turns`; the environment's text between them is
+    not counted)."""
+    t = suite.trainer
+    prompts = [module.engine.prompt_ids(p.prompt) for p in list(module.task.train_problems())[:256]]
+    new_tokens = module.sampling.max_new_tokens * getattr(module.task, "max_turns", 1)
+    per_process = module.schedule.prompts_per_step // t.devices
+    return estimate_mb(
+        sum(p.numel() for p in module.parameters()),
+        module.policy.config,
+        rows_per_update=per_process // module.update_args.minibatches * module.group_size,
+        rows_per_generate=min(per_process * module.group_size, module.sampling.batch_size),
+        length=max(map(len, prompts), default=0) + new_tokens,
+        scored=new_tokens,
+        shards=t.devices if t.strategy == "fsdp" else 1,
+        bf16=t.precision == "bf16-mixed",
+        checkpointing=suite.model.gradient_checkpointing,
+        offload=t.cpu_offload,
+    )
 
 
 def save_policy(module, directory: Path) -> None:

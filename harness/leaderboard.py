@@ -92,6 +92,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "peak_memory_mb": float(metrics["memory/peak_mb"].max())
                 if "memory/peak_mb" in metrics.columns
                 else None,
+                "memory_estimate_mb": info.get("memory_estimate_mb"),
                 "reward_mean": float(metrics["reward"].mean()),
                 "final_rewards": last_rewards,
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
@@ -177,6 +178,9 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "tokens_generated": int(g["tokens_generated"].mean()),
                 "peak_memory_mb": float(g["peak_memory_mb"].mean())
                 if g["peak_memory_mb"].null_count() < g.height
+                else None,
+                "memory_estimate_mb": float(g["memory_estimate_mb"].mean())
+                if "memory_estimate_mb" in g.columns and g["memory_estimate_mb"].null_count() < g.height
                 else None,
                 # where the wall-clock goes, as shares of it (the rest is recording and the loop)
                 **{f"{stage}_share": float((g[f"{stage}_s"] / g["wall_clock_s"]).mean()) for stage in STAGES},

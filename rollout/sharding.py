@@ -42,6 +42,11 @@ class FSDP2(ModelParallelStrategy):
         )
         self.cpu_offload = cpu_offload
 
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None):
+        # Lightning 2.6 drops fit's `weights_only` when it restores after setup, as this strategy
+        # does; the checkpoint is the run's own, with its records and RNG states in it.
+        return super().load_checkpoint(checkpoint_path, weights_only=False if weights_only is None else weights_only)
+
     def shard(self, model: torch.nn.Module) -> None:
         """Shard a transformers causal LM in place: one unit per decoder layer, the rest as the root."""
         mesh = self.device_mesh["data_parallel"]

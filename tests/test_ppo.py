@@ -94,3 +94,52 @@ def test_value_head_trains_at_its_own_learning_rate(tiny_dir):
         assert policy_group["initial_lr"] == pytest.approx(module.optim_args.lr)
         assert head_group["initial_lr"] == pytest.approx(expected)
         assert {id(p) for p in head_group["params"]} == {id(p) for p in module.value_head.parameters()}
+
+
+@pytest.mark.parametrize("trunk", [True, False])
+def test_policy_and_critic_gradients_are_clipped_and_recorded_apart(tiny_dir, trunk):
+    """grad_norm is the policy loss's gradient alone, critic/grad_norm the value loss's (its head
+    and, with a shared trunk, the trunk); each clipped on its own, then added."""
+    from algorithms.base import OptimArgs
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    cap = 1e-3  # below both norms: both are clipped
+    module = PPO(
+        policy=model, tokenizer=tokenizer, task=task, optim=OptimArgs(max_grad_norm=cap), value_trunk_gradient=trunk
+    )
+    torch.nn.init.normal_(module.value_head.weight, std=0.5)  # values that differ from the returns
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(task.train_problems()[:4])
+    rollouts.verdicts = [Verdict(float(i % 2), "") for i in range(4)]
+    advantages, _ = module.credit(rollouts)
+    # the reference: each loss's gradient taken on its own
+    params = list(module.parameters())
+    logprobs, outputs = module.score(rollouts)
+    policy_loss, _ = module.surrogate(logprobs, logprobs.detach(), advantages, rollouts.eligible)
+    critic_loss, _ = module.critic_loss(rollouts, outputs)
+    g_policy = torch.autograd.grad(policy_loss, params, retain_graph=True, allow_unused=True)
+    g_critic = torch.autograd.grad(critic_loss, params, allow_unused=True)
+    norm = lambda grads: float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads if g is not None])))  # noqa: E731
+    policy_norm, critic_norm = norm(g_policy), norm(g_critic)
+    assert g_policy[-1] is None  # the policy loss does not reach the value head
+    assert (g_critic[0] is not None) == trunk  # the value loss reaches the trunk only when it shares it
+    # update() with a learning rate of 0, so the gradients it leaves can be read
+    optimizer = torch.optim.SGD(params, lr=0.0)
+    module.optimizers = lambda: optimizer
+    module.lr_schedulers = lambda: torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    module.manual_backward = lambda loss, **kwargs: loss.backward(**kwargs)
+    stats = module.update(rollouts, advantages)
+    assert stats["grad_norm"] == pytest.approx(policy_norm, rel=1e-5)
+    assert stats["critic/grad_norm"] == pytest.approx(critic_norm, rel=1e-5)
+    for p, gp, gc in zip(params, g_policy, g_critic):
+        expected = torch.zeros_like(p)
+        if gp is not None:
+            expected += gp * cap / policy_norm
+        if gc is not None:
+            expected += gc * cap / critic_norm
+        torch.testing.assert_close(p.grad, expected, rtol=1e-4, atol=1e-9)
