@@ -119,6 +119,7 @@ class RLVRModule(L.LightningModule):
         self.wall_clock_s = 0.0
         self.rollouts_total = 0
         self._rng_restored = False
+        self.stage_peaks_mb: dict[str, float] = {}  # this step's, by stage
         self.records: list[dict[str, Any]] = []  # one row per step
         self.evaluations: list[dict[str, Any]] = []  # held-out accuracy, step 0 included
 
@@ -167,11 +168,13 @@ class RLVRModule(L.LightningModule):
 
     @contextmanager
     def stage(self, timing: dict[str, float], name: str):
-        """Time one stage of the step into `timing[name]` (`harness bench` wraps this to split
-        each stage further)."""
+        """Time one stage of the step into `timing[name]` and note its peak memory (`harness
+        bench` wraps this to split each stage further)."""
+        reset_peak()
         start = time.perf_counter()
         yield
         timing[name] = time.perf_counter() - start
+        self.stage_peaks_mb[name] = peak_mb()
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         timing: dict[str, float] = {}
@@ -343,7 +346,11 @@ class RLVRModule(L.LightningModule):
             "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
             "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
             "credit/frac_tokens_zero_advantage": float(masked_mean(advantages == 0, eligible)),
-            "memory/peak_mb": max(distributed.gather(peak_mb())),  # the fullest process's
+            # the fullest process's, over the step's stages (not its checkpoint or evaluation)
+            **{
+                f"memory/peak_mb{'' if key is None else '/' + key}": value
+                for key, value in self.peaks_over_processes().items()
+            },
         }
         if self.group_size > 1:
             grouped = rewards.view(-1, self.group_size)
@@ -353,6 +360,12 @@ class RLVRModule(L.LightningModule):
             row["frac_reward_all_wrong"] = float((saturated & (grouped[:, 0] == 0)).float().mean())
         row.update(stats)
         return row
+
+    def peaks_over_processes(self) -> dict[str | None, float]:
+        """{stage: the largest peak of any process in it} for this step, and {None: the largest of all}."""
+        shares = distributed.gather(self.stage_peaks_mb)
+        peaks = {stage: max(share.get(stage, 0.0) for share in shares) for stage in self.stage_peaks_mb}
+        return {None: max(peaks.values(), default=peak_mb()), **peaks}
 
     def gather_step(
         self, rollouts: Rollouts, advantages: Tensor, credit_stats: dict[str, float]

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+import torch
 import yaml
 
 from algorithms.base import EvalArgs, OptimArgs, RLVRModule, Schedule, UpdateArgs
@@ -273,6 +274,11 @@ def check_values(suite: Suite, where: str) -> None:
         )
     if t.cpu_offload and t.strategy != "fsdp":
         raise ConfigError(f"{where}.trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp")
+    if t.cpu_offload and (t.accelerator == "cpu" or (t.accelerator == "auto" and not torch.cuda.is_available())):
+        raise ConfigError(
+            f"{where}.trainer.cpu_offload: moves FSDP's shards from an accelerator to host memory; without one they "
+            "are there already"
+        )
     for name, spec in suite.algorithms.items():
         own, settings = suite.algorithm_settings(name)
         if settings["schedule"].prompts_per_step % t.devices:
@@ -297,6 +303,16 @@ def check_values(suite: Suite, where: str) -> None:
             raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
         if settings["sampling"].max_new_tokens < 1:
             raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
+        if settings["sampling"].chat is not None:
+            if suite.model.warm_start is not None:
+                raise ConfigError(
+                    f"{where}.sampling.chat: the warm start trains on plain prompts; set model.warm_start: null "
+                    "(an instruction-tuned checkpoint starts as it is)"
+                )
+            if not suite.task.resolve().supports_chat:
+                raise ConfigError(
+                    f"{where}.sampling.chat: {suite.task.class_path} cannot prompt through a chat template"
+                )
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
     for key in ("train_file", "eval_file"):

@@ -80,8 +80,9 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
 
 def accuracy_band(evals: list[pl.DataFrame]) -> tuple[list[float], list[float]] | None:
     """(low, high) in % at each evaluation: the exact binomial 95% interval of the held-out
-    problems pooled over seeds, or None where runs recorded no per-problem rewards."""
-    if not all("rewards" in e.columns for e in evals):
+    problems pooled over seeds, or None where runs recorded no per-problem rewards (or evaluated
+    on none)."""
+    if not all("rewards" in e.columns for e in evals) or not any(len(r) for e in evals for r in e["rewards"]):
         return None
     low, high = [], []
     for at in zip(*(e["rewards"].to_list() for e in evals)):

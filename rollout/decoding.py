@@ -22,6 +22,7 @@ from torch import Tensor
 
 from rollout.batch import Problem, Rollouts, concatenate, left_padded, position_ids, repeats_in_groups
 from rollout.cache import cache_argument, decoding_cache, returned_cache
+from rollout.prompting import ChatFormat, render
 
 
 @dataclass
@@ -34,6 +35,9 @@ class SamplingArgs:
     batch_size: int = 512
     """Rollouts per generate call; more rows than this are generated in chunks. Generation on a
     small model is bound by the token-by-token loop, not the batch, so larger is faster."""
+    chat: ChatFormat | None = None
+    """Render each prompt through the tokenizer's chat template (a real instruction-tuned
+    checkpoint's format); None: the prompt as plain text."""
 
 
 @contextmanager
@@ -162,7 +166,8 @@ class RolloutEngine:
         every evaluation) and a tokenizer call costs more than the table lookup."""
         ids = self._prompt_ids.get(prompt)
         if ids is None:
-            ids = self._prompt_ids[prompt] = self.tokenizer(prompt, add_special_tokens=False).input_ids
+            text = render(self.tokenizer, prompt, self.sampling.chat)
+            ids = self._prompt_ids[prompt] = self.tokenizer(text, add_special_tokens=False).input_ids
         return ids
 
     def _generate_chunk(self, problems: Sequence[Problem], greedy: bool, group_size: int) -> Rollouts:

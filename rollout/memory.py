@@ -1,18 +1,31 @@
-"""Peak memory of a run: the accelerator's allocator peak on a GPU, else the process's peak
-resident set. Several runs share one process, so the peak is reset at each run's start
-(Linux lets a process reset its own high-water mark through /proc/self/clear_refs)."""
+"""Peak memory: the accelerator's allocator peak on a GPU, else the process's peak resident set,
+reset at the start of each stage of a step (Linux lets a process reset its own high-water mark
+through /proc/self/clear_refs); and an estimate of it, for planning a run."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import resource
 from pathlib import Path
 
 import torch
 
+try:
+    LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    LIBC.malloc_trim  # glibc's; absent elsewhere
+except (OSError, AttributeError):
+    LIBC = None
+
 
 def reset_peak() -> None:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+        return
+    # The resident set keeps what the C allocator freed but did not give back; giving it back
+    # first makes the peak that of live memory, not of the largest stage before this one.
+    if LIBC is not None:
+        LIBC.malloc_trim(0)
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -45,7 +58,7 @@ def estimate_mb(
     offload: bool = False,
 ) -> dict[str, float]:
     """What one process holds at its peak, in MiB, by part: float32 weights, gradients and AdamW's
-    two moments (each divided by `shards` under FSDP, on the host with `offload`); a full copy of
+    two moments with the temporary its foreach step makes (each divided by `shards` under FSDP, on the host with `offload`); a full copy of
     the weights at compute precision (FSDP gathers it for decoding, bf16 autocast caches its casts);
     the training pass's activations for `rows_per_update` rows of `length` tokens (a layer's
     inputs, its attention and MLP intermediates, or only each layer's input when checkpointed)
@@ -62,7 +75,7 @@ def estimate_mb(
     parts = {
         "weights": states,
         "gradients": states,
-        "optimizer": 2 * states,
+        "optimizer": 3 * states,  # AdamW's two moments, and the step's temporary of their size
         "compute_copy": parameters * compute / mib if (bf16 or shards > 1) else 0.0,
         "activations": (tokens * layers * per_layer + rows_per_update * scored * config.vocab_size * (compute + 4))
         / mib,

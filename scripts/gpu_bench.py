@@ -7,6 +7,7 @@ whatever a random model samples decodes.
     python scripts/gpu_bench.py                          # 0.6B shape, bf16-mixed on a GPU, 3 measured steps
     python scripts/gpu_bench.py --shape tiny --steps 1   # the same path at a CPU-sized shape
     python scripts/gpu_bench.py --devices 2 --strategy fsdp --precision bf16-mixed   # sharded
+    python scripts/gpu_bench.py --devices 2 --strategy fsdp --cpu-offload            # shards on the host
 
 One device runs in this process (`harness bench`, each stage timed). More than one runs the
 benchmark as `python -m harness run` does (Lightning launches the other processes) and reports
@@ -93,6 +94,7 @@ def suite(model_dir: Path, args) -> dict:
             "devices": args.devices,
             "strategy": args.strategy,
             "precision": args.precision,
+            "cpu_offload": args.cpu_offload,
         },
     }
 
@@ -119,6 +121,7 @@ def run_sharded(config: Path, results: Path, steps: int) -> pl.DataFrame:
                 **{f"{s}_s": float(metrics[f"timing_s/{s}"].median()) for s in STAGES},
                 "generated_tokens_per_s": float((metrics["tokens/generated"] / metrics["timing_s/sample"]).median()),
                 "peak_mb": float(metrics["memory/peak_mb"].max()),
+                **{f"peak_mb_{s}": float(metrics[f"memory/peak_mb/{s}"].max()) for s in STAGES},
                 "estimate_mb": info["memory_estimate_mb"],
             }
         )
@@ -139,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--devices", type=int, default=1, help="processes per run")
     parser.add_argument("--strategy", choices=["auto", "ddp", "fsdp"], default="auto")
+    parser.add_argument("--cpu-offload", action="store_true", help="fsdp: shards in host memory (needs a GPU)")
     parser.add_argument("--out", type=Path, help="default: results/gpu/<shape>-<device>[-<strategy>N]-<precision>.md")
     args = parser.parse_args(argv)
     device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"

@@ -17,6 +17,10 @@ __all__ = ["Problem", "Task", "Verdict"]  # the problem and verdict types live w
 class Task(abc.ABC):
     """A task family. Splits must be deterministic in the task's arguments (seeded)."""
 
+    supports_chat: bool = True
+    """Whether its prompts may go through a chat template (`sampling.chat`): single-turn tasks'
+    can; a multi-turn task would need each turn rendered as a message of its own."""
+
     @classmethod
     def unavailable(cls) -> str | None:
         """Why this task cannot run here (an optional extra not installed), or None. A suite whose

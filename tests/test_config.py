@@ -168,6 +168,11 @@ CASES = [
         "suites[0].trainer.precision: expected one of",
     ),
     (
+        "offload without an accelerator",
+        mutate("trainer", {"strategy": "fsdp", "cpu_offload": True, "accelerator": "cpu"}),
+        "suites[0].trainer.cpu_offload: moves FSDP's shards from an accelerator to host memory",
+    ),
+    (
         "offload without fsdp",
         mutate("trainer", {"cpu_offload": True}),
         "suites[0].trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp",
@@ -245,7 +250,8 @@ def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
         load_benchmark(root / "benchmarks-gpu.yaml")
     model, data = tmp_path / "Qwen3-8B", tmp_path / "gsm8k"
     model.mkdir(), data.mkdir()
-    (data / "train.jsonl").write_text(""), (data / "test.jsonl").write_text("")
+    row = '{"question": "1+1?", "answer": "1+1=2 #### 2"}\n'
+    (data / "train.jsonl").write_text(row), (data / "test.jsonl").write_text(row)
     local = tmp_path / "gpu.yaml"
     local.write_text(
         text.replace("/models/Qwen3-8B", str(model))

@@ -36,7 +36,15 @@ class CrashingParity(PromptParityReward):
         return super().rollout(engine, problems, group_size, greedy)
 
 
-def run(tmp_path: Path, name: str, trainer: dict, algorithms=ALGORITHMS, steps=3, crash_at=None) -> Path:
+def run(
+    tmp_path: Path,
+    name: str,
+    trainer: dict,
+    algorithms=ALGORITHMS,
+    steps=3,
+    crash_at=None,
+    gradient_checkpointing=False,
+) -> Path:
     spec = {
         "name": name,
         "task": {"class_path": "test_fsdp.CrashingParity", "init_args": {"train_size": 200, "eval_size": 20}},
@@ -44,6 +52,7 @@ def run(tmp_path: Path, name: str, trainer: dict, algorithms=ALGORITHMS, steps=3
             "preset": "tiny",
             "tiny": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "head_dim": 8},
             "warm_start": {"steps": 10, "batch_size": 8},
+            "gradient_checkpointing": gradient_checkpointing,
         },
         "algorithms": algorithms,
         "seeds": [0],
@@ -125,3 +134,17 @@ def test_a_killed_fsdp_run_resumes_to_the_same_records(tmp_path):
         trained, reference = weights(resumed / f"{algorithm}-seed0"), weights(straight / f"{algorithm}-seed0")
         for name in reference:
             assert torch.equal(trained[name], reference[name]), (algorithm, name)
+
+
+def test_fsdp_with_activation_checkpointing_takes_the_same_updates(tmp_path):
+    """Each layer recomputed in the backward pass inside its FSDP unit: the same gradients. (CPU
+    offload, the other memory saver, needs an accelerator to offload from: refused here.)"""
+    algorithms = {"hp_rlvr": ALGORITHMS["hp_rlvr"]}
+    plain = run(tmp_path, "plain", {"strategy": "fsdp"}, algorithms, steps=2)
+    saver = run(tmp_path, "saver", {"strategy": "fsdp"}, algorithms, steps=2, gradient_checkpointing=True)
+    a, b = (pl.read_parquet(d / "hp_rlvr-seed0" / "metrics.parquet") for d in (plain, saver))
+    assert a["reward"].to_list() == b["reward"].to_list()
+    torch.testing.assert_close(torch.tensor(a["grad_norm"]), torch.tensor(b["grad_norm"]), rtol=1e-5, atol=1e-7)
+    trained, reference = weights(saver / "hp_rlvr-seed0"), weights(plain / "hp_rlvr-seed0")
+    for name in reference:
+        torch.testing.assert_close(trained[name], reference[name], rtol=0, atol=1e-7, msg=name)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from tasks.base import Verdict
-from tasks.math import Arithmetic, MathTask, check_answer, final_answer, generate_problem, load_gsm8k
+from tasks.math import Arithmetic, MathTask, check_answer, final_answer, generate_problem
 
 
 @pytest.mark.parametrize(
@@ -69,15 +69,32 @@ def test_gsm8k_loader(tmp_path):
         {"question": "Big", "answer": "#### 1,200"},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    problems = load_gsm8k(path)
+    task = MathTask(train_file=str(path), eval_file=str(path))
+    problems = task.train_problems()
     assert [p.answer for p in problems] == ["7", "1200"]
     assert problems[0].prompt == "Q: Tom has 3 apples and buys 4. How many?\nA:"
-    task = MathTask(train_file=str(path), eval_file=str(path))
+    assert problems[0].demonstration == " 3+4=<<3+4=7>>7\n#### 7"
     assert task.verify(problems[1], "so #### 1200").reward == 1.0
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"question": "q", "answer": "no mark"}))
-    with pytest.raises(ValueError, match="bad.jsonl:1"):
-        load_gsm8k(bad)
+
+
+def test_parquet_with_named_fields_and_boxed_answers(tmp_path):
+    import polars as pl
+
+    path = tmp_path / "math.parquet"
+    pl.DataFrame(
+        {"problem": ["What is 1/2 + 1/4?", "2+2?"], "solution": ["1/2+1/4 = 3/4, so \\boxed{\\frac{3}{4}}", "4"]}
+    ).write_parquet(path)
+    task = MathTask(train_file=str(path), question_field="problem", answer_field="solution", answer_format="boxed")
+    first, second = task.train_problems()
+    assert (first.answer, second.answer) == ("\\frac{3}{4}", "4")
+    assert first.prompt == "What is 1/2 + 1/4?\nPlease reason step by step, and put your final answer within \\boxed{}."
+    assert task.verify(first, "The sum is \\boxed{0.75}.").reward == 1.0  # math-verify: the same number
+    assert task.verify(first, "The sum is 0.75 #### 0.75").reward == 0.0  # not where this format looks
+    assert task.verify(second, second.demonstration).reward == 1.0
+    with pytest.raises(
+        ValueError, match="question_field: .*math.parquet has no field 'question' \\(it has: problem, solution\\)"
+    ):
+        MathTask.check_args({"train_file": str(path)})
 
 
 @pytest.mark.parametrize("expected", ["73", "-4", "0", "1200"])

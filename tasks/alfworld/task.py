@@ -79,6 +79,8 @@ class AlfworldTask(Task):
     """Generated games (default) or the official ones (`source: official`, from $ALFWORLD_DATA
     or `official_root`)."""
 
+    supports_chat = False  # its turns are plain text after the first prompt
+
     def __init__(
         self,
         source: str = "generated",
