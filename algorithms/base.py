@@ -51,6 +51,10 @@ class UpdateArgs:
     sequence-mean: mean over each rollout's tokens, then over rollouts (the original GRPO)."""
     kl_coef: float = 0.0
     """Weight of a k3 KL penalty to the starting policy; 0 keeps no reference model."""
+    tis_cap: float | None = None
+    """Truncated importance sampling for a sampler that is not the policy (vLLM): each token's
+    loss weighted by min(pi_old / pi_sampler, tis_cap), pi_old the policy's own recomputed
+    probability at the weights that sampled (Yao et al., 2025). None: no correction."""
 
 
 @dataclass
@@ -108,7 +112,12 @@ class RLVRModule(L.LightningModule):
         self.policy, self.tokenizer, self.task = policy, tokenizer, task
         self.schedule, self.sampling, self.optim_args = schedule, sampling, optim
         self.update_args, self.eval_args = update, evaluation
-        self.engine = RolloutEngine(policy, tokenizer, sampling)
+        if sampling.backend == "vllm":
+            from rollout.vllm_engine import VLLMEngine
+
+            self.engine = VLLMEngine(policy, tokenizer, sampling, directory=policy.name_or_path, seed=seed)
+        else:
+            self.engine = RolloutEngine(policy, tokenizer, sampling)
         self.reference = None
         if update.kl_coef > 0:
             import copy
@@ -232,17 +241,24 @@ class RLVRModule(L.LightningModule):
             # pi_old must be the snapshot that sampled, for every mini-batch after the first.
             with torch.no_grad():
                 rollouts.token_data["old_logprobs"] = self.eligible_logprobs(self.policy, rollouts)
-        norms, losses, clipped, extras = [], [], [], []
-        for _ in range(args.epochs):
+        norms, losses, clipped, extras, mismatch = [], [], [], [], []
+        for epoch in range(args.epochs):
             for index in chunks:
                 batch = rollouts.select(index)
                 logprobs, outputs = self.score(batch)
                 # With one update per step the ratio is exactly 1 (pi_old is the current policy).
                 old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]
+                if epoch == 0:  # the sampler's log-probs against the policy's, at the weights that sampled
+                    mismatch.append((old - batch.sample_logprobs).abs()[batch.eligible])
+                weights = None
+                if args.tis_cap is not None:
+                    weights = torch.exp(old - batch.sample_logprobs).clamp(max=args.tis_cap) * batch.eligible
                 # Token-mean over the mini-batch of every process, not of this one: divide by the
                 # mean count per process, as gradients are averaged over processes below.
                 tokens = distributed.total(float(batch.eligible.sum())) / distributed.world_size()
-                loss, clip_frac = self.surrogate(logprobs, old, batch.token_data["advantages"], batch.eligible, tokens)
+                loss, clip_frac = self.surrogate(
+                    logprobs, old, batch.token_data["advantages"], batch.eligible, tokens, token_weights=weights
+                )
                 if self.reference is not None:
                     loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
                 critic_loss, critic_stats = self.critic_loss(batch, outputs)
@@ -255,6 +271,8 @@ class RLVRModule(L.LightningModule):
                 extras.append(critic_stats | ({} if critic_norm is None else {"critic/grad_norm": critic_norm}))
         lr = scheduler.get_last_lr()[0]  # the rate these updates used
         scheduler.step()
+        self.engine.push_weights()  # the next step samples from the weights these updates made
+        gaps = torch.cat(mismatch) if mismatch else torch.zeros(0)
         stats = {
             "grad_norm": norms[0],
             "grad_norms": norms,
@@ -263,6 +281,8 @@ class RLVRModule(L.LightningModule):
             "loss": float(np.mean(losses)),
             "clip_ratio/region_mean": float(np.mean(clipped)),
             "lr": lr,
+            "sampler/logprob_diff_mean": float(gaps.mean()) if gaps.numel() else 0.0,
+            "sampler/logprob_diff_max": float(gaps.max()) if gaps.numel() else 0.0,
         }
         for key in extras[0] if extras else []:
             stats[key] = float(np.mean([e[key] for e in extras]))
@@ -298,13 +318,22 @@ class RLVRModule(L.LightningModule):
         return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
     def surrogate(
-        self, logprobs: Tensor, old: Tensor, adv: Tensor, eligible: Tensor, tokens: float | None = None
+        self,
+        logprobs: Tensor,
+        old: Tensor,
+        adv: Tensor,
+        eligible: Tensor,
+        tokens: float | None = None,
+        token_weights: Tensor | None = None,
     ) -> tuple[Tensor, float]:
         """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per
-        `loss_aggregation`. `tokens`: what token-mean divides by (default: this batch's count)."""
+        `loss_aggregation`. `tokens`: what token-mean divides by (default: this batch's count).
+        `token_weights`: a constant factor on each token's term (truncated importance sampling)."""
         eps = self.update_args.clip_eps
         ratio = torch.exp(logprobs - old)
         per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        if token_weights is not None:
+            per_token = per_token * token_weights.detach()
         mask = eligible.float()
         if self.update_args.loss_aggregation == "token-mean":
             loss = (per_token * mask).sum() / max(tokens if tokens is not None else float(mask.sum()), 1.0)
@@ -410,6 +439,7 @@ class RLVRModule(L.LightningModule):
             torch.manual_seed(seed)
             random.seed(seed)
             np.random.seed(seed % 2**32)
+        self.engine.push_weights()  # a resumed run's restored weights
         if not self.evaluations:
             self.evaluations.append({"step": 0, **self.evaluate()})
 

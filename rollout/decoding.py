@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import torch
 from torch import Tensor
@@ -35,6 +35,13 @@ class SamplingArgs:
     batch_size: int = 512
     """Rollouts per generate call; more rows than this are generated in chunks. Generation on a
     small model is bound by the token-by-token loop, not the batch, so larger is faster."""
+    backend: Literal["ours", "vllm"] = "ours"
+    """ours: the KV-cached loop below, on the policy itself. vllm: vLLM's engine in the training
+    process (`rollout.vllm_engine`), the policy's weights pushed into it after every update."""
+    vllm_memory_share: float = 0.3
+    """vllm: the share of the accelerator's memory its engine may take (its
+    `gpu_memory_utilization`), the rest left to training. On a CPU, the most of the machine's
+    memory its KV cache may take (sized for one batch of `batch_size` rows at full length)."""
     chat: ChatFormat | None = None
     """Render each prompt through the tokenizer's chat template (a real instruction-tuned
     checkpoint's format); None: the prompt as plain text."""
@@ -160,6 +167,15 @@ class RolloutEngine:
             self._generate_chunk(problems[i : i + size], greedy, group_size) for i in range(0, len(problems), size)
         ]
         return chunks[0] if len(chunks) == 1 else concatenate(chunks, self.tokenizer.pad_token_id)
+
+    def push_weights(self) -> None:
+        """Nothing to push: this loop samples from the policy's own weights."""
+
+    def conversation(self, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group_size: int = 1):
+        """Multi-turn sampling that keeps each episode's KV cache from one turn to the next."""
+        from rollout.conversation import Conversation
+
+        return Conversation(self, stop_ids, max_new_tokens, greedy, group_size=group_size)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """A prompt's token ids, tokenised once: prompts recur (G copies, the held-out set at

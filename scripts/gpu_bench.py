@@ -8,6 +8,7 @@ whatever a random model samples decodes.
     python scripts/gpu_bench.py --shape tiny --steps 1   # the same path at a CPU-sized shape
     python scripts/gpu_bench.py --devices 2 --strategy fsdp --precision bf16-mixed   # sharded
     python scripts/gpu_bench.py --devices 2 --strategy fsdp --cpu-offload            # shards on the host
+    python scripts/gpu_bench.py --backend vllm                                       # sampled by vLLM
 
 One device runs in this process (`harness bench`, each stage timed). More than one runs the
 benchmark as `python -m harness run` does (Lightning launches the other processes) and reports
@@ -17,7 +18,7 @@ run printed before it started.
 A random policy never writes a stop token, so every rollout runs to `--max-new-tokens`: the work
 of a step is fixed. The verifier rewards nothing, so GRPO's groups carry no signal; its update
 still runs a backward pass over every rollout (the loss is zero, not skipped). The table goes to
-results/gpu/<shape>-<device>[-<strategy>N]-<precision>.md with this command.
+results/gpu/<shape>-<device>[-<strategy>N][-vllm]-<precision>.md with this command.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def suite(model_dir: Path, args) -> dict:
         "algorithms": {name: algorithms[name] for name in args.algorithms},
         "seeds": [0],
         "schedule": {"steps": args.steps + 1, "prompts_per_step": args.prompts},
-        "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens},
+        "sampling": {"temperature": 1.0, "max_new_tokens": args.max_new_tokens, "backend": args.backend},
         "optim": {"lr": 1.0e-6},
         "update": {"minibatches": 1},
         "evaluation": {"every": 10**9, "limit": 0},  # no held-out evaluation: it is not part of a step
@@ -140,13 +141,18 @@ def main(argv: list[str] | None = None) -> int:
         choices=["32-true", "bf16-mixed"],
         default="bf16-mixed" if torch.cuda.is_available() else "32-true",
     )
+    parser.add_argument("--backend", choices=["ours", "vllm"], default="ours", help="the sampler")
     parser.add_argument("--devices", type=int, default=1, help="processes per run")
     parser.add_argument("--strategy", choices=["auto", "ddp", "fsdp"], default="auto")
     parser.add_argument("--cpu-offload", action="store_true", help="fsdp: shards in host memory (needs a GPU)")
-    parser.add_argument("--out", type=Path, help="default: results/gpu/<shape>-<device>[-<strategy>N]-<precision>.md")
+    parser.add_argument(
+        "--out", type=Path, help="default: results/gpu/<shape>-<device>[-<strategy>N][-vllm]-<precision>.md"
+    )
     args = parser.parse_args(argv)
     device = torch.cuda.get_device_name(0).replace(" ", "-") if torch.cuda.is_available() else "cpu"
-    layout = f"-{args.strategy}{args.devices}" if args.devices > 1 else ""
+    layout = (f"-{args.strategy}{args.devices}" if args.devices > 1 else "") + (
+        "-vllm" if args.backend == "vllm" else ""
+    )
     out = args.out or Path("results/gpu") / f"{args.shape}-{device}{layout}-{args.precision}.md"
     with tempfile.TemporaryDirectory() as scratch:
         model_dir, config = Path(scratch) / "model", Path(scratch) / "bench.yaml"

