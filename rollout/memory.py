@@ -1,11 +1,13 @@
-"""Peak memory: the accelerator's allocator peak on a GPU, else the process's peak resident set,
-reset at the start of each stage of a step (Linux lets a process reset its own high-water mark
-through /proc/self/clear_refs); and an estimate of it, for planning a run."""
+"""Peak memory: the accelerator's allocator peak on a GPU, else the process's peak resident set
+(of live memory only with RLVR_LIVE_MEMORY=1), reset at the start of each stage of a step (Linux
+lets a process reset its own high-water mark through /proc/self/clear_refs); and an estimate of
+it, for planning a run."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import resource
 from pathlib import Path
 
@@ -22,9 +24,10 @@ def reset_peak() -> None:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
         return
-    # The resident set keeps what the C allocator freed but did not give back; giving it back
-    # first makes the peak that of live memory, not of the largest stage before this one.
-    if LIBC is not None:
+    # The resident set keeps what the C allocator freed but did not give back. Giving it back
+    # first (RLVR_LIVE_MEMORY=1, as scripts/gpu_bench.py sets) makes the peak that of live memory,
+    # not of the largest stage before; it costs page faults afterwards (10-25% of a tiny step).
+    if LIBC is not None and os.environ.get("RLVR_LIVE_MEMORY") == "1":
         LIBC.malloc_trim(0)
     try:
         Path("/proc/self/clear_refs").write_text("5")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -104,7 +105,10 @@ def run_sharded(config: Path, results: Path, steps: int) -> pl.DataFrame:
     """The benchmark through `python -m harness run`; a row per algorithm from its records."""
     root = Path(__file__).resolve().parents[1]
     subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(config), "--results", str(results)], cwd=root, check=True
+        [sys.executable, "-m", "harness", "run", str(config), "--results", str(results)],
+        cwd=root,
+        check=True,
+        env={**os.environ, "RLVR_LIVE_MEMORY": "1"},  # peaks of live memory on a CPU (rollout/memory.py)
     )
     rows = []
     for info_path in sorted(results.glob("*/*/run.json")):

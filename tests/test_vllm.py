@@ -127,3 +127,18 @@ def test_grpo_plays_alfworld_turn_by_turn_through_vllm(tmp_path):
     metrics = pl.read_parquet(suite / "grpo-seed0" / "metrics.parquet")
     assert metrics["step"].to_list() == [1, 2]
     assert metrics["sampler/logprob_diff_max"].max() < 1e-4  # every turn's tokens, scored on the whole episode
+
+
+def test_vllm_with_several_processes_is_refused(tmp_path, capsys):
+    spec = {
+        "name": "s",
+        "task": {"class_path": "tasks.math.MathTask", "init_args": {"eval_size": 4}},
+        "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 2}}},
+        "schedule": {"steps": 1, "prompts_per_step": 2},
+        "sampling": {"backend": "vllm"},
+        "trainer": {"devices": 2},
+    }
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"suites": [spec]}))
+    assert main(["run", str(config)]) == 2
+    assert "suites[0].sampling.backend: vllm runs one engine in a one-process run" in capsys.readouterr().err
