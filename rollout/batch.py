@@ -136,3 +136,28 @@ def stacked_left(rows: Sequence[Sequence], value, dtype: torch.dtype) -> Tensor:
         return torch.empty((len(rows), width), dtype=dtype)
     as_stored = torch.uint8 if dtype == torch.bool else dtype
     return torch.frombuffer(flat, dtype=as_stored).view(len(rows), width).to(dtype, copy=True)
+
+
+def completed(
+    problems: Sequence[Problem],
+    prompt_ids: Tensor,
+    prompt_mask: Tensor,
+    completion: Tensor,
+    generated: Tensor,
+    logprobs: Tensor,
+    tokenizer,
+) -> Rollouts:
+    """Single-turn `Rollouts` from left-padded prompts and their completions: `generated` marks
+    each row's own tokens (up to and including its stop token), which are the eligible ones."""
+    prompt_mask = prompt_mask.bool()
+    zeros = torch.zeros_like(prompt_mask)
+    return Rollouts(
+        problems=list(problems),
+        input_ids=torch.cat([prompt_ids, completion], 1),
+        attention_mask=torch.cat([prompt_mask, generated], 1).long(),
+        eligible=torch.cat([zeros, generated], 1),
+        sample_logprobs=torch.cat([zeros.float(), logprobs.masked_fill(~generated, 0.0)], 1),
+        completions=tokenizer.batch_decode(
+            completion.masked_fill(~generated, tokenizer.pad_token_id), skip_special_tokens=True
+        ),
+    )

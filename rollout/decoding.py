@@ -20,7 +20,7 @@ from typing import Literal, Sequence
 import torch
 from torch import Tensor
 
-from rollout.batch import Problem, Rollouts, concatenate, left_padded, position_ids, repeats_in_groups
+from rollout.batch import Problem, Rollouts, completed, concatenate, left_padded, position_ids, repeats_in_groups
 from rollout.cache import cache_argument, decoding_cache, returned_cache
 from rollout.prompting import ChatFormat, render
 
@@ -207,15 +207,4 @@ class RolloutEngine:
         is_eos = completion == tokenizer.eos_token_id
         after_eos = (is_eos.long().cumsum(-1) - is_eos.long()) > 0
         generated = ~after_eos
-        prompt_mask = attention_mask.bool()
-        zeros = torch.zeros_like(prompt_mask)
-        return Rollouts(
-            problems=list(problems),
-            input_ids=torch.cat([input_ids, completion], 1),
-            attention_mask=torch.cat([prompt_mask, generated], 1).long(),
-            eligible=torch.cat([zeros, generated], 1),
-            sample_logprobs=torch.cat([zeros.float(), logprobs.masked_fill(~generated, 0.0)], 1),
-            completions=tokenizer.batch_decode(
-                completion.masked_fill(~generated, tokenizer.pad_token_id), skip_special_tokens=True
-            ),
-        )
+        return completed(problems, input_ids, attention_mask, completion, generated, logprobs, tokenizer)

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from rollout.batch import Problem, Rollouts, concatenate, left_padded
+from rollout.batch import Problem, Rollouts, completed, concatenate, left_padded
 from rollout.conversation import Turn
 from rollout.decoding import SamplingArgs
 from rollout.prompting import render
@@ -144,18 +144,7 @@ class VLLMEngine:
             logprobs[i, :n] = torch.tensor(turn.logprobs, device=device)
         used = int(generated.sum(-1).max()) if len(turns) else 0  # as ours: as wide as the longest
         completion, generated, logprobs = completion[:, :used], generated[:, :used], logprobs[:, :used]
-        prompt_mask = attention_mask.bool()
-        zeros = torch.zeros_like(prompt_mask)
-        return Rollouts(
-            problems=list(problems),
-            input_ids=torch.cat([input_ids, completion], 1),
-            attention_mask=torch.cat([prompt_mask, generated], 1).long(),
-            eligible=torch.cat([zeros, generated], 1),
-            sample_logprobs=torch.cat([zeros.float(), logprobs], 1),
-            completions=tokenizer.batch_decode(
-                completion.masked_fill(~generated, tokenizer.pad_token_id), skip_special_tokens=True
-            ),
-        )
+        return completed(problems, input_ids, attention_mask, completion, generated, logprobs, tokenizer)
 
     def conversation(self, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group_size: int = 1):
         return VLLMConversation(self, stop_ids, max_new_tokens, greedy)
