@@ -143,3 +143,45 @@ def test_policy_and_critic_gradients_are_clipped_and_recorded_apart(tiny_dir, tr
         if gc is not None:
             expected += gc * cap / critic_norm
         torch.testing.assert_close(p.grad, expected, rtol=1e-4, atol=1e-9)
+
+
+def test_ppo_credit_and_value_loss_with_a_trained_head_and_gamma_apart_from_lambda(tiny_dir):
+    """A non-zero value head, gamma 0.9 and lambda 0.5: the advantages are the direct GAE loop's
+    on the head's own values, whitened; the value loss is the clipped maximum, with values that
+    moved past the clip from the rollout-time ones."""
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = PPO(policy=model, tokenizer=tokenizer, task=task, gamma=0.9, lam=0.5, value_clip=0.2)
+    torch.nn.init.normal_(module.value_head.weight, std=0.5)
+    torch.nn.init.constant_(module.value_head.bias, 0.1)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=8)).generate(task.train_problems()[:4])
+    rollouts.verdicts = [Verdict(float(i % 2), "") for i in range(4)]
+    eligible = rollouts.eligible
+    with torch.no_grad():
+        _, values = module.forward_with_values(rollouts.input_ids, rollouts.attention_mask, None)
+    values = values * eligible
+    rewards = torch.zeros_like(values)
+    for i in range(4):
+        rewards[i, eligible[i].nonzero().max()] = float(i % 2)
+    raw, returns = direct_gae(rewards, values, eligible, 0.9, 0.5)
+    picked = raw[eligible]
+    expected = torch.where(eligible, (raw - picked.mean()) / (picked.std() + 1e-8), 0.0)
+    advantages, stats = module.credit(rollouts)
+    torch.testing.assert_close(advantages, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rollouts.token_data["returns"], returns, atol=1e-5, rtol=1e-5)
+    assert stats["credit/advantage_mean"] == pytest.approx(float(picked.mean()), abs=1e-6)
+    # values that moved 0.5 from the old ones: clipped to 0.2 of them, and the larger loss taken
+    moved = rollouts.token_data["old_values"] + 0.5
+    loss, value_stats = module.critic_loss(rollouts, {"values": moved})
+    old = rollouts.token_data["old_values"]
+    per_token = 0.5 * torch.maximum((moved - returns) ** 2, (old + 0.2 - returns) ** 2)
+    mask = eligible.float()
+    assert value_stats["ppo/value_loss"] == pytest.approx(float((per_token * mask).sum() / mask.sum()), rel=1e-5)
+    assert float(loss) == pytest.approx(0.1 * value_stats["ppo/value_loss"], rel=1e-5)  # value_coef's default
+    assert value_stats["ppo/value_clip_frac"] == 1.0
