@@ -105,3 +105,12 @@ class Conversation:
         )
         self.cache = returned_cache(out)
         return out.logits[:, -1]
+
+
+def conversation(engine, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group_size: int = 1):
+    """Multi-turn sampling through `engine`: a sampler that plays turns its own way (vLLM's, on its
+    prefix cache) says so with a `conversation` method; ours keeps each episode's KV cache here."""
+    own = getattr(engine, "conversation", None)
+    if own is not None:
+        return own(stop_ids, max_new_tokens, greedy, group_size)
+    return Conversation(engine, stop_ids, max_new_tokens, greedy, group_size=group_size)

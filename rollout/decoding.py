@@ -1,5 +1,6 @@
 """Sampling rollouts: our batched, KV-cached decoding loop at temperature / top-p, stopping at
-EOS. A second sampling backend would stand beside `RolloutEngine`, returning the same `Rollouts`.
+EOS. The second sampling backend, `rollout.vllm_engine.VLLMEngine`, stands beside `RolloutEngine` and
+returns the same `Rollouts`.
 
 Our own loop on the model's forward pass and KV cache (`decode`), not transformers' `generate`,
 for two savings that `generate` cannot make and that a group of G rollouts of one prompt
@@ -170,12 +171,6 @@ class RolloutEngine:
 
     def push_weights(self) -> None:
         """Nothing to push: this loop samples from the policy's own weights."""
-
-    def conversation(self, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group_size: int = 1):
-        """Multi-turn sampling that keeps each episode's KV cache from one turn to the next."""
-        from rollout.conversation import Conversation
-
-        return Conversation(self, stop_ids, max_new_tokens, greedy, group_size=group_size)
 
     def prompt_ids(self, prompt: str) -> list[int]:
         """A prompt's token ids, tokenised once: prompts recur (G copies, the held-out set at

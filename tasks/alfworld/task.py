@@ -224,6 +224,7 @@ class AlfworldTask(Task):
         self, engine: RolloutEngine, problems: Sequence[Problem], group_size: int, greedy: bool = False
     ) -> Rollouts:
         from rollout.batch import Rollouts, left_padded, stacked_left
+        from rollout.conversation import conversation
 
         tokenizer = engine.tokenizer
         episodes = [p for p in problems for _ in range(group_size)]
@@ -237,12 +238,12 @@ class AlfworldTask(Task):
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
-        conversation = engine.conversation(stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
+        dialogue = conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
         for _ in range(self.max_turns):
             active = [i for i, going in enumerate(pool.active) if going]
             if not active:
                 break
-            turns = conversation.turn(active, [rows[i] for i in active])
+            turns = dialogue.turn(active, [rows[i] for i in active])
             commands: list[str | None] = [None] * len(episodes)  # None: the episode has ended
             # one tokenizer call a turn for all episodes, not one per episode
             for i, text in zip(
