@@ -7,10 +7,11 @@ comparison differs only in where the credit comes from.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Sequence
 
 import lightning as L
@@ -64,6 +65,26 @@ class EvalArgs:
     limit: int | None = None
     """Evaluate on the first `limit` held-out problems only (None: all)."""
     batch_size: int = 500
+    samples: int = 0
+    """Beside greedy pass@1: n completions of each held-out problem at the sampling settings,
+    for the unbiased pass@k estimate (0: none). They are drawn from an RNG of their own, seeded
+    by the step, so training samples the same whatever this is."""
+    pass_at: list[int] = field(default_factory=lambda: [1])
+    """The k of `pass@k`, each at most `samples`."""
+
+    def __post_init__(self):
+        if self.samples < 0:
+            raise ValueError(f"samples: must be >= 0 (got {self.samples})")
+        if self.samples and any(not 1 <= k <= self.samples for k in self.pass_at):
+            raise ValueError(f"pass_at: every k must be in [1, samples = {self.samples}] (got {self.pass_at})")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed (Chen et al., 2021): 1 - C(n-c, k) / C(n, k),
+    as the stable product 1 - prod_{i=n-c+1}^{n} (1 - k / i)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 @dataclass
@@ -279,7 +300,7 @@ class RLVRModule(L.LightningModule):
             "updates": len(norms),
             "zero_grad_updates": sum(n == 0.0 for n in norms),
             "loss": float(np.mean(losses)),
-            "clip_ratio/region_mean": float(np.mean(clipped)),
+            **{f"clip_ratio/{k}_mean": float(np.mean([c[k] for c in clipped])) for k in ("low", "high", "region")},
             "lr": lr,
             "sampler/logprob_diff_mean": float(gaps.mean()) if gaps.numel() else 0.0,
             "sampler/logprob_diff_max": float(gaps.max()) if gaps.numel() else 0.0,
@@ -325,10 +346,12 @@ class RLVRModule(L.LightningModule):
         eligible: Tensor,
         tokens: float | None = None,
         token_weights: Tensor | None = None,
-    ) -> tuple[Tensor, float]:
+    ) -> tuple[Tensor, dict[str, float]]:
         """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per
-        `loss_aggregation`. `tokens`: what token-mean divides by (default: this batch's count).
-        `token_weights`: a constant factor on each token's term (truncated importance sampling)."""
+        `loss_aggregation`, and the shares of eligible tokens where the clip is active: {"low":
+        ratio < 1 - eps with A < 0, "high": ratio > 1 + eps with A > 0, "region": either}.
+        `tokens`: what token-mean divides by (default: this batch's count). `token_weights`: a
+        constant factor on each token's term (truncated importance sampling)."""
         eps = self.update_args.clip_eps
         ratio = torch.exp(logprobs - old)
         per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
@@ -339,8 +362,13 @@ class RLVRModule(L.LightningModule):
             loss = (per_token * mask).sum() / max(tokens if tokens is not None else float(mask.sum()), 1.0)
         else:
             loss = masked_mean(per_token, mask, -1).mean()
-        clipped = ((ratio - 1).abs() > eps) & eligible
-        return loss, float(masked_mean(clipped, eligible))
+        # TRL's meaning: tokens where the clip is active, i.e. bounds the objective and stops the gradient
+        low = (ratio < 1 - eps) & (adv < 0) & eligible
+        high = (ratio > 1 + eps) & (adv > 0) & eligible
+        clipped = {
+            name: float(masked_mean(m, eligible)) for name, m in (("low", low), ("high", high), ("region", low | high))
+        }
+        return loss, clipped
 
     def kl_to_reference(self, batch: Rollouts, logprobs: Tensor) -> Tensor:
         with torch.no_grad():
@@ -368,11 +396,10 @@ class RLVRModule(L.LightningModule):
             "tokens/generated": int(lengths.sum()),
             "completions/mean_length": float(lengths.mean()),
             "completions/max_length": float(lengths.max()),
-            "completions/clipped_ratio": float(
-                1 - ((rollouts.input_ids == self.tokenizer.eos_token_id) & eligible).any(-1).float().mean()
-            ),
+            "completions/clipped_ratio": float(np.mean(rollouts.truncations(self.tokenizer.eos_token_id))),
             "reward": float(rewards.mean()),
-            "reward_std": float(rewards.std()) if len(rewards) > 1 else 0.0,
+            # TRL's: the spread within each prompt's group, averaged (none for a group of one)
+            "reward_std": float(rewards.view(-1, self.group_size).std(-1).mean()) if self.group_size > 1 else math.nan,
             "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
             "credit/frac_tokens_zero_advantage": float(masked_mean(advantages == 0, eligible)),
             # the fullest process's, over the step's stages (not its checkpoint or evaluation)
@@ -429,7 +456,27 @@ class RLVRModule(L.LightningModule):
                 rewards += [v.reward for v in self.task.verify_all(chunk)]
         shares = distributed.gather(rewards)
         rewards = [shares[i % world][i // world] for i in range(len(problems))]
-        return {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
+        result = {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
+        if self.eval_args.samples:
+            result |= self.sampled_pass_at_k(mine, len(problems))
+        return result
+
+    @torch.no_grad()
+    def sampled_pass_at_k(self, mine: list[Problem], total: int) -> dict[str, float]:
+        """{"pass@k": the unbiased estimate over the held-out problems} from `samples` completions
+        of each of this process's problems `mine` (every world-th of `total`)."""
+        n = self.eval_args.samples
+        devices = [self.device] if self.device.type == "cuda" else []
+        passed: list[int] = []
+        with torch.random.fork_rng(devices=devices), self.compute_precision(), gathered(self.policy):
+            torch.manual_seed(1_000_003 + self.rl_step + distributed.rank())  # the same draws for every algorithm
+            size = max(1, self.eval_args.batch_size // n)
+            for i in range(0, len(mine), size):
+                chunk = self.task.rollout(self.engine, mine[i : i + size], n)
+                rewards = torch.tensor([v.reward for v in self.task.verify_all(chunk)]).view(-1, n)
+                passed += (rewards > 0.5).sum(-1).tolist()
+        counts = [c for share in distributed.gather(passed) for c in share]
+        return {f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / max(total, 1) for k in self.eval_args.pass_at}
 
     def on_train_start(self) -> None:
         reset_peak()

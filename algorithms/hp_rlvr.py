@@ -50,7 +50,7 @@ class HindsightTemplate:
     """Text around the privileged block, which goes before the prompt so that the scored tokens
     keep their positions relative to the prompt. Rendered (math task, segment 1 of 2 scored):
 
-        Later: 14-27=-12 #### -12 Verdict: expected -13, got -12; 14-27=-12 is wrong
+        Later: 14-27=-12 #### -12 Verdict: wrong: expected -13; step 2 should give -13
         Q: 14-3*9
         A: 3*9=27|  -> the tokens of " 14-27=-12 ..." before the block's part are scored here
 
@@ -164,25 +164,43 @@ def segments_of(cols: list[int], segments: int) -> list[tuple[int, int]]:
     return [(runs[g0][0], runs[g1 - 1][1]) for g0, g1 in groups]
 
 
-def render_block(tokenizer, template: HindsightTemplate, future: list[int], feedback: str, encode=None) -> list[int]:
-    """`encode`: text -> token ids (default: the tokenizer; `hindsight_views` passes a memo, as the
-    same few texts recur in every block)."""
+FeedbackMode = Literal["full", "outcome", "none"]
+
+
+def block_feedback(verdict, mode: FeedbackMode) -> str | None:
+    """What of the verdict the block holds: the verifier's feedback ("full"), whether the rollout
+    succeeded ("outcome"), or nothing ("none", the block is the future alone)."""
+    if mode == "full":
+        return verdict.feedback
+    if mode == "outcome":
+        return "success" if verdict.reward > 0.5 else "failure"
+    return None
+
+
+def render_block(
+    tokenizer, template: HindsightTemplate, future: list[int], feedback: str | None, encode=None
+) -> list[int]:
+    """`feedback`: None leaves the verdict out. `encode`: text -> token ids (default: the
+    tokenizer; `hindsight_views` passes a memo, as the same few texts recur in every block)."""
     encode = encode or (lambda text: tokenizer(text, add_special_tokens=False).input_ids)
     if future and future[-1] == tokenizer.eos_token_id:
         future = future[:-1]  # "it ended" is no information; an EOS mid-sequence would be noise
     if len(future) > template.max_future_tokens:
         future = future[: template.max_future_tokens] + encode(template.truncated)
-    return encode(template.open) + future + encode(template.feedback + feedback) + encode(template.close)
+    verdict = [] if feedback is None else encode(template.feedback + feedback)
+    return encode(template.open) + future + verdict + encode(template.close)
 
 
-def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: HindsightTemplate) -> HindsightBatch:
+def hindsight_views(
+    rollouts: Rollouts, segments: int, tokenizer, template: HindsightTemplate, feedback: FeedbackMode = "full"
+) -> HindsightBatch:
     rows, spans, causal, hindsight, segment_of = [], [], [], [], []
+    said = [block_feedback(v, feedback) for v in rollouts.verdicts]
     # Every rollout's feedback (and the template's pieces) tokenized in one call: one call per
     # text cost more than the rest of building the views (~80 us each on a 32-rollout step).
     texts = list(
         dict.fromkeys(
-            [template.open, template.close, template.truncated]
-            + [template.feedback + v.feedback for v in rollouts.verdicts]
+            [template.open, template.close, template.truncated] + [template.feedback + f for f in said if f is not None]
         )
     )
     memo: dict[str, list[int]] = dict(zip(texts, tokenizer(texts, add_special_tokens=False).input_ids))
@@ -205,7 +223,7 @@ def hindsight_views(rollouts: Rollouts, segments: int, tokenizer, template: Hind
         end = max(c for c, m in enumerate(attended) if m) + 1
         prompt = [ids[c] for c in range(first) if attended[c]]
         for s, (a, b) in enumerate(segments_of(cols, segments)):
-            block = render_block(tokenizer, template, ids[b:end], rollouts.verdicts[i].feedback, encode)
+            block = render_block(tokenizer, template, ids[b:end], said[i], encode)
             row = len(rows)
             rows.append(block + prompt + ids[first:b])
             spans.append((0, len(block)))
@@ -323,6 +341,7 @@ class HPRLVR(RLVRModule):
         self,
         segments: int = 4,
         weighting: Literal["hindsight", "uniform", "mean-rescaled"] = "hindsight",
+        feedback: FeedbackMode = "full",
         rescale_clip: float = 5.0,
         template: HindsightTemplate | dict | None = None,
         baseline: BaselineArgs | dict | None = None,
@@ -331,10 +350,12 @@ class HPRLVR(RLVRModule):
     ):
         """segments: K, hindsight passes per rollout. weighting: 'hindsight' (w = JSD, the method),
         'uniform' (w = 1: single-rollout REINFORCE with the same baseline), 'mean-rescaled'
-        (w / mean of the rollout's w, clipped at `rescale_clip`). scoring_tokens: token slots in
+        (w / mean of the rollout's w, clipped at `rescale_clip`). feedback: what of the verdict the
+        hindsight block holds (`block_feedback`: the verifier's feedback, the outcome only, or
+        none; the ablation of what the hindsight view is told). scoring_tokens: token slots in
         one scoring pass (`next_token_hidden`); the default suits a CPU, an accelerator wants more."""
         super().__init__(**base)
-        self.segments, self.weighting, self.rescale_clip = segments, weighting, rescale_clip
+        self.segments, self.weighting, self.rescale_clip, self.feedback = segments, weighting, rescale_clip, feedback
         self.template = HindsightTemplate(**template) if isinstance(template, dict) else template or HindsightTemplate()
         baseline = BaselineArgs(**baseline) if isinstance(baseline, dict) else baseline or BaselineArgs()
         self.baseline = HistoricalBaseline(baseline)
@@ -370,7 +391,7 @@ class HPRLVR(RLVRModule):
 
     @torch.no_grad()
     def hindsight_weights(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
-        views = hindsight_views(rollouts, self.segments, self.tokenizer, self.template)
+        views = hindsight_views(rollouts, self.segments, self.tokenizer, self.template, self.feedback)
         slots = self.scoring_tokens
         with eval_mode(self.policy):
             causal_h = next_token_hidden(
@@ -435,22 +456,31 @@ def gini(values: Tensor) -> float:
 # the model disagrees with exactly the token that went wrong.
 
 
-def hindsight_example(task, problem, tokenizer, template: HindsightTemplate, segments: int, rng: random.Random):
+def hindsight_example(
+    task,
+    problem,
+    tokenizer,
+    template: HindsightTemplate,
+    segments: int,
+    rng: random.Random,
+    feedback: FeedbackMode = "full",
+):
     """(input_ids, labels) of one hindsight-format warm-start example (labels -100 = no loss),
-    segmented as `hindsight_views` segments a rollout (whole turns for multi-turn tasks)."""
+    segmented as `hindsight_views` segments a rollout (whole turns for multi-turn tasks), its
+    block holding the verdict as `feedback` says."""
     prompt, right, trainable = completion_tokens(task, problem, tokenizer)
     wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
     if wrong_text is None:
-        realized, targets, feedback = right, right, task.verify_trusted(problem, problem.demonstration).feedback
+        realized, targets, verdict = right, right, task.verify_trusted(problem, problem.demonstration)
     else:
         _, realized, trainable = completion_tokens(
             task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer
         )
         slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
         targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
-        feedback = task.verify_trusted(problem, wrong_text).feedback
+        verdict = task.verify_trusted(problem, wrong_text)
     a, b = rng.choice(segments_of([t for t, keep in enumerate(trainable) if keep], segments))
-    block = render_block(tokenizer, template, realized[b:], feedback)
+    block = render_block(tokenizer, template, realized[b:], block_feedback(verdict, feedback))
     prefix = block + prompt
     labels = [targets[t] if a <= t < b and trainable[t] else -100 for t in range(b)]
     return prefix + realized[:b], [-100] * len(prefix) + labels

@@ -430,8 +430,14 @@ def start_evaluation(
             {
                 "weights": str(weights),
                 "task": task_key,
-                "evaluation": asdict(module.eval_args),
+                # without sampled pass@k, the keys as before
+                "evaluation": {
+                    k: v
+                    for k, v in asdict(module.eval_args).items()
+                    if module.eval_args.samples or k not in ("samples", "pass_at")
+                },
                 "max_new_tokens": module.sampling.max_new_tokens,
+                **({"sampling": asdict(module.sampling)} if module.eval_args.samples else {}),
                 **({} if precision == "32-true" else {"precision": precision}),  # 32-true: the keys as before
             },
             sort_keys=True,

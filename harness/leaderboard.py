@@ -62,6 +62,8 @@ def protocol(info: dict) -> dict[str, str]:
 def run_table(runs: list[Run]) -> pl.DataFrame:
     """One row per finished run of a suite."""
     rows = []
+    # sampled pass@k at the last evaluation, where a run measured it (`evaluation.samples`)
+    sampled = sorted({c for _, _, evals in runs for c in evals.columns if c.startswith("pass@")})
     for info, metrics, evals in runs:
         records = metrics["updates"].sum()
         # each held-out problem's reward at the last evaluation (runs recorded before these were
@@ -95,6 +97,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "memory_estimate_mb": info.get("memory_estimate_mb"),
                 "reward_mean": float(metrics["reward"].mean()),
                 "final_rewards": last_rewards,
+                **{f"{c}_after": evals[c][-1] if c in evals.columns else None for c in sampled},
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
         )
@@ -174,6 +177,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 else "higher"
                 if paired_higher(pairs)
                 else "lower",
+                **{c: g[c].mean() for c in g.columns if c.startswith("pass@")},
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
                 "peak_memory_mb": float(g["peak_memory_mb"].mean())

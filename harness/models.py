@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from harness.tiny import TinyConfig, save_tiny
 from tasks.base import Task
 
-WARM_START_VERSION = 3  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
+WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
 
 
 @dataclass
@@ -43,6 +43,16 @@ class WarmStartArgs:
     tiny model learns to read the privileged block. Every algorithm of a suite starts from the
     same weights, so this is part of the suite's base model, not of HP-RLVR's run."""
     hindsight_segments: int = 4
+    hindsight_feedback: list[str] = field(default_factory=lambda: ["full"])
+    """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
+    per example: a base meant for the feedback ablation reads every mode it will be given."""
+
+    def __post_init__(self):
+        modes = ("full", "outcome", "none")
+        if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
+            raise ValueError(
+                f"hindsight_feedback: expected a list of {', '.join(modes)} (got {self.hindsight_feedback})"
+            )
 
 
 @dataclass
@@ -145,10 +155,17 @@ class Demonstrations(torch.utils.data.IterableDataset):
     `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
 
     def __init__(
-        self, task: Task, tokenizer, batch_size: int, seed: int, hindsight_fraction: float = 0.0, segments: int = 4
+        self,
+        task: Task,
+        tokenizer,
+        batch_size: int,
+        seed: int,
+        hindsight_fraction: float = 0.0,
+        segments: int = 4,
+        feedback: tuple[str, ...] = ("full",),
     ):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
-        self.hindsight_fraction, self.segments = hindsight_fraction, segments
+        self.hindsight_fraction, self.segments, self.feedback = hindsight_fraction, segments, tuple(feedback)
 
     def __iter__(self):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
@@ -160,7 +177,8 @@ class Demonstrations(torch.utils.data.IterableDataset):
             rows = []
             for problem in rng.sample(problems, min(self.batch_size, len(problems))):
                 if rng.random() < self.hindsight_fraction:
-                    rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng))
+                    mode = self.feedback[0] if len(self.feedback) == 1 else rng.choice(self.feedback)
+                    rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng, mode))
                 else:
                     rows.append(self.task.supervised_example(problem, tok))
             yield {"parts": layout(rows, tok.pad_token_id)}
@@ -279,7 +297,13 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         callbacks=[TQDMProgressBar(refresh_rate=20)],
     )
     examples = Demonstrations(
-        task, tokenizer, args.batch_size, args.seed, args.hindsight_fraction, args.hindsight_segments
+        task,
+        tokenizer,
+        args.batch_size,
+        args.seed,
+        args.hindsight_fraction,
+        args.hindsight_segments,
+        args.hindsight_feedback,
     )
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()

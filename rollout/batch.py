@@ -43,9 +43,18 @@ class Rollouts:
     verdicts: list[Verdict] = field(default_factory=list)
     token_data: dict[str, Tensor] = field(default_factory=dict)
     """Further [N, L] tensors aligned with input_ids (advantages, old log-probs, values)."""
+    truncated: list[bool] = field(default_factory=list)
+    """Per rollout, whether a limit cut it (a multi-turn episode's turn limit); empty: a
+    single-turn completion is cut when it has no EOS."""
 
     def __len__(self) -> int:
         return len(self.problems)
+
+    def truncations(self, eos_token_id: int) -> list[bool]:
+        """Per rollout, whether a length or turn limit ended it rather than the policy or the game."""
+        if self.truncated:
+            return list(self.truncated)
+        return (~((self.input_ids == eos_token_id) & self.eligible).any(-1)).tolist()
 
     @property
     def rewards(self) -> Tensor:
@@ -66,6 +75,7 @@ class Rollouts:
             completions=[self.completions[i] for i in rows],
             verdicts=[self.verdicts[i] for i in rows] if self.verdicts else [],
             token_data={k: v[index, lo:hi] for k, v in self.token_data.items()},
+            truncated=[self.truncated[i] for i in rows] if self.truncated else [],
         )
 
 
@@ -91,6 +101,7 @@ def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
             for key in parts[0].token_data
             if all(key in r.token_data for r in parts)
         },
+        truncated=[x for r in parts for x in r.truncated] if all(r.truncated for r in parts) else [],
     )
 
 

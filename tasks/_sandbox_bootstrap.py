@@ -192,7 +192,7 @@ def _assert_conditions(tests):
     return conditions
 
 
-def _describe(exc, phase, program_lines, tests_lines, conditions, extract_tb):
+def _describe(exc, phase, tests_lines, conditions, extract_tb):
     """(kind, message) for an exception that ended the program or the tests. A failed assert in
     the tests is named by its condition and message (`tasks.sandbox.failed_test_feedback`
     builds the same text): that names the first failing test."""
@@ -200,10 +200,10 @@ def _describe(exc, phase, program_lines, tests_lines, conditions, extract_tb):
         text = str(exc)[:MESSAGE_LIMIT]
     except BaseException:  # noqa: BLE001 - the program chose this exception's __str__
         text = "<unprintable>"
-    if isinstance(exc, SystemExit):
+    if isinstance(exc, SystemExit):  # its argument is the program's own, not said back
         if phase == "program":
-            return "exit", f"program exited before the tests ran (sys.exit({text}))"
-        return "exit", f"exited during the tests (sys.exit({text})) before they completed"
+            return "exit", "program exited before the tests ran (sys.exit)"
+        return "exit", "exited during the tests (sys.exit) before they completed"
     entries = extract_tb(exc.__traceback__)
     ours = [e for e in entries if e.filename in ("<program>", "<tests>")]
     innermost = ours[-1] if ours else None
@@ -216,20 +216,15 @@ def _describe(exc, phase, program_lines, tests_lines, conditions, extract_tb):
         if what:
             return "assert", f"failed: {what}" + (f" ({text})" if text else "")
     error = f"{name}: {text}" if text else name
-    if phase == "program":
-        where = (
-            _line(program_lines, innermost.lineno)
-            if innermost is not None and innermost.filename == "<program>"
-            else ""
-        )
-        return "error", f"program failed before the tests ran: {error}" + (f" (at: {where})" if where else "")
+    if phase == "program":  # by line number: the program's own lines are never said back
+        where = innermost.lineno if innermost is not None and innermost.filename == "<program>" else None
+        return "error", f"program failed before the tests ran: {error}" + (f" (at line {where})" if where else "")
     return "error", error + (f" (in test: {test_line})" if test_line else "")
 
 
 def _syntax_error(exc, part):
-    where = f" at line {exc.lineno}" if exc.lineno else ""
-    text = exc.text.strip() if exc.text else ""
-    return f"{type(exc).__name__} in the {part}{where}: {exc.msg}" + (f" ({text})" if text else "")
+    where = f" at line {exc.lineno}" if exc.lineno else ""  # the line itself is not said back
+    return f"{type(exc).__name__} in the {part}{where}: {exc.msg}"
 
 
 def _run_untrusted(job, token, fd):
@@ -259,7 +254,7 @@ def _run_untrusted(job, token, fd):
     main_pid = getpid()
     program, tests = job["program"], job["tests"]
     block_network, block_processes = job["block_network"], job["block_processes"]
-    program_lines, tests_lines = program.splitlines(), tests.splitlines()
+    tests_lines = tests.splitlines()
     pass_record = b'{"pass": "' + bytes(token) + b'"}\n'
     memory_record = b'{"fail": "memory", "message": "memory limit exceeded"}\n'
     del token, job
@@ -309,7 +304,7 @@ def _run_untrusted(job, token, fd):
     except BaseException as exc:  # noqa: BLE001 - whatever ended the program or the tests is a failure
         try:
             restore_builtins(pristine_builtins)  # describing the failure needs a working len(), str()...
-            kind, message = _describe(exc, phase, program_lines, tests_lines, conditions, extract_tb)
+            kind, message = _describe(exc, phase, tests_lines, conditions, extract_tb)
         except BaseException:  # noqa: BLE001 - patched modules or a hostile exception
             kind, message = "error", "the run failed (its exception could not be described)"
         fail(kind, message)

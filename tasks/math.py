@@ -49,12 +49,14 @@ def last_boxed(text: str) -> str | None:
 STEP = re.compile(r"(?<![\d=])(-?\d+)([+*-])(-?\d+)=(-?\d+)")
 
 
-def first_wrong_step(completion: str) -> str | None:
-    """The first worked step `a op b=c` whose arithmetic is wrong, if any."""
-    for match in STEP.finditer(completion):
+def first_wrong_step(completion: str) -> tuple[int, int] | None:
+    """(its number, counting from 1; the value it should give) of the first worked step
+    `a op b=c` whose arithmetic is wrong, if any."""
+    for number, match in enumerate(STEP.finditer(completion), 1):
         a, op, b, c = match.groups()
-        if {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] != int(c):
-            return match.group(0)
+        value = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op]
+        if value != int(c):
+            return number, value
     return None
 
 
@@ -71,18 +73,19 @@ def equal(expected: str, answer: str) -> bool:
 
 
 def check_answer(expected: str, completion: str, answer_format: str = "####") -> Verdict:
-    """Reward 1 iff the final answer equals `expected`. The feedback also names the first wrong
-    worked step where the completion shows its arithmetic: a verifier that checks the steps can
-    say where a failure began, which is what the hindsight view needs."""
+    """Reward 1 iff the final answer equals `expected`. The feedback says what the verifier knows
+    and never repeats the completion (HP-RLVR's hindsight block holds it, DESIGN section 3): the
+    outcome, the expected answer, and where the completion shows its arithmetic, which worked step
+    went wrong first and what it should have given: where a failure began."""
     answer = final_answer(completion, answer_format)
     slip = first_wrong_step(completion)
-    where = f"; {slip} is wrong" if slip else ""
+    where = f"; step {slip[0]} should give {slip[1]}" if slip else ""
     if answer is None:
         shape = "\\boxed{<answer>}" if answer_format == "boxed" else f"{ANSWER_MARK} <number>"
         return Verdict(0.0, f"no final answer found (expected '{shape}'){where}")
     if equal(expected, answer):
-        return Verdict(1.0, f"correct: {answer}")
-    return Verdict(0.0, f"expected {expected}, got {answer}{where}")
+        return Verdict(1.0, "correct")
+    return Verdict(0.0, f"wrong: expected {expected}{where}")
 
 
 @dataclass(frozen=True)

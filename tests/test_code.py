@@ -36,7 +36,7 @@ def test_prompt_shows_one_worked_example_that_the_reference_satisfies(task):
 
 def test_hidden_tests_are_not_constant(task):
     for problem in task.train_problems():
-        wants = {line.rsplit("expected ", 1)[1] for line in problem.answer.splitlines() if "expected" in line}
+        wants = {line.rsplit(" == ", 1)[1] for line in problem.answer.splitlines() if line.startswith("assert ")}
         assert len(wants) >= 2
 
 
@@ -74,7 +74,8 @@ def test_verify_judges_right_wrong_and_malformed(task):
     problem = task.eval_problems()[0]
     assert task.verify(problem, problem.demonstration).reward == 1.0
     wrong = task.verify(problem, "    return 0\n")
-    assert wrong.reward == 0.0 and "returned" in wrong.feedback
+    # the first failing test with the value it wants, never the program's own text or output
+    assert wrong.reward == 0.0 and wrong.feedback.startswith("failed: assert f(") and "return 0" not in wrong.feedback
     broken = task.verify(problem, "    return (\n")
     assert broken.reward == 0.0 and "SyntaxError" in broken.feedback
 

@@ -52,3 +52,30 @@ def test_credit_groups_consecutive_rollouts_of_one_prompt_against_literal_number
     Stub.scale_by_std = False  # Dr. GRPO: centred only
     advantages, _ = Stub().credit(SimpleNamespace(rewards=rewards, eligible=eligible))
     torch.testing.assert_close(advantages[:, 1], torch.tensor([0.75, -0.25, -0.25, -0.25, 0.25, 0.25, -0.75, 0.25]))
+
+
+def test_the_negative_control_shuffles_grpos_advantages_across_the_step():
+    """Shuffled GRPO: the multiset of advantages is GRPO's, its permutation is new each step and
+    reproducible, and over many steps a rollout's advantage says nothing of its own reward."""
+    from types import SimpleNamespace
+
+    from algorithms.shuffled_grpo import ShuffledGRPO
+
+    class Stub:  # the control's credit with G = 4, without a policy to build
+        credit, group_size, eps, scale_by_std, seed = ShuffledGRPO.credit, 4, 1e-4, True, 3
+
+    torch.manual_seed(0)
+    eligible = torch.ones(32, 2, dtype=torch.bool)
+    stub, together = Stub(), []
+    for step in range(200):
+        stub.rl_step = step
+        rewards = (torch.rand(32) < 0.4).float()
+        rollouts = SimpleNamespace(rewards=rewards, eligible=eligible)
+        control = stub.credit(rollouts)[0][:, 0]
+        grpo = group_advantages(rewards.view(-1, 4)).view(-1)
+        assert torch.equal(control.sort().values, grpo.sort().values)  # same magnitudes, zeros included
+        assert torch.equal(control, stub.credit(rollouts)[0][:, 0])  # a function of (seed, step)
+        together.append(torch.stack([control, grpo, rewards - rewards.view(-1, 4).mean(-1).repeat_interleave(4)]))
+    control, grpo, centred = torch.cat(together, 1)
+    assert torch.corrcoef(torch.stack([grpo, centred]))[0, 1] > 0.9  # GRPO's credit follows the reward ...
+    assert abs(torch.corrcoef(torch.stack([control, centred]))[0, 1]) < 0.05  # ... the control's does not

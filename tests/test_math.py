@@ -24,10 +24,14 @@ def test_verifier_rewards(completion, reward):
     assert check_answer("17", completion).reward == reward
 
 
-def test_feedback_says_what_was_wrong():
-    assert check_answer("73", " #### 71") == Verdict(0.0, "expected 73, got 71")
+def test_feedback_says_what_was_wrong_without_repeating_the_completion():
+    assert check_answer("73", " #### 71") == Verdict(0.0, "wrong: expected 73")
     assert check_answer("73", " 70+3=73").feedback.startswith("no final answer found")
-    assert check_answer("-4", " #### -4").reward == 1.0
+    assert check_answer("-4", " #### -4") == Verdict(1.0, "correct")
+    # the first wrong step by its number and the value it should give, not by its text
+    assert check_answer("70", " 3*9=26 44+26=70 #### 70") == Verdict(1.0, "correct")
+    assert check_answer("71", " 3*9=26 44+26=70 #### 70") == Verdict(0.0, "wrong: expected 71; step 1 should give 27")
+    assert check_answer("71", " 3*9=27 44+27=70 #### 70").feedback == "wrong: expected 71; step 2 should give 71"
 
 
 def test_final_answer_takes_the_last_mark_and_its_line():

@@ -1,5 +1,5 @@
 """The shared clipped surrogate against numbers worked out by hand: ratio != 1, rows of unequal
-length, both loss aggregations, and the share of tokens outside the clip region."""
+length, both loss aggregations, and the shares of tokens where the clip is active."""
 
 import math
 
@@ -28,9 +28,11 @@ PER_TOKEN = [[-1.2, -0.5, -1.1], [1.6]]
 
 
 def test_token_mean_weighs_every_eligible_token_the_same():
-    loss, clip_fraction = surrogate("token-mean")(logprobs, old, adv, eligible)
+    loss, clipped = surrogate("token-mean")(logprobs, old, adv, eligible)
     assert float(loss) == pytest.approx(sum(PER_TOKEN[0] + PER_TOKEN[1]) / 4)
-    assert clip_fraction == pytest.approx(3 / 4)  # 1.5, 0.5 and 0.7 lie outside [0.8, 1.2]
+    # TRL's clip ratios count the active clip only: 1.5 with A > 0 (high) and 0.7 with A < 0
+    # (low); 0.5 with A > 0 lies outside [0.8, 1.2] but its unclipped term is the minimum
+    assert clipped == pytest.approx({"low": 1 / 4, "high": 1 / 4, "region": 2 / 4})
 
 
 def test_sequence_mean_averages_each_row_then_the_rows():

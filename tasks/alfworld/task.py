@@ -69,10 +69,12 @@ def answer_text(observation: str, done: bool, admissible: Sequence[str], show_ad
     return f"{observation}{listed}\n" + ("" if done else "> ")
 
 
-def outcome(won: bool, turns: int, last_observation: str) -> Verdict:
+def outcome(won: bool, turns: int) -> Verdict:
+    """The outcome alone: the environment's answers are in the episode already, and the block
+    of a hindsight view must never say a turn's own command back to it."""
     if won:
         return Verdict(1.0, f"won in {turns} turns")
-    return Verdict(0.0, f"not won after {turns} turns; last: {last_observation}")
+    return Verdict(0.0, f"not won after {turns} turns")
 
 
 class AlfworldTask(Task):
@@ -157,10 +159,7 @@ class AlfworldTask(Task):
                 demonstration="".join(command + ACTION_END + answer for command, answer in transcript.turns),
             )
             (train if game.split == "train" else held_out).append(problem)
-            last = transcript.turns[-1][1] if transcript.turns else ""
-            self._trusted[(problem.id, problem.demonstration)] = outcome(
-                transcript.won, len(transcript.turns), last.removesuffix("> ").strip()
-            )
+            self._trusted[(problem.id, problem.demonstration)] = outcome(transcript.won, len(transcript.turns))
         return train, held_out
 
     def train_problems(self) -> Sequence[Problem]:
@@ -229,12 +228,12 @@ class AlfworldTask(Task):
         tokenizer = engine.tokenizer
         episodes = [p for p in problems for _ in range(group_size)]
         pool = rollout_pool(self.env_processes, self.max_turns)
-        starts = pool.reset([self.games[p.id] for p in episodes])
+        pool.reset([self.games[p.id] for p in episodes])
         rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
         prompt_lengths = [len(r) for r in rows]
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
-        last, won, turns_played = [s.observation for s in starts], [False] * len(episodes), [0] * len(episodes)
+        won, turns_played = [False] * len(episodes), [0] * len(episodes)
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
@@ -263,7 +262,7 @@ class AlfworldTask(Task):
                 rows[i] += answer
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
-                last[i], won[i], turns_played[i] = result.observation, result.won, turns_played[i] + 1
+                won[i], turns_played[i] = result.won, turns_played[i] + 1
         device = engine.model.device
         input_ids, attention_mask = left_padded(rows, tokenizer.pad_token_id, device)
         rollouts = Rollouts(
@@ -274,7 +273,9 @@ class AlfworldTask(Task):
             sample_logprobs=stacked_left(logprobs, 0.0, torch.float32).to(device),
             completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
         )
-        rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played, last)]
+        rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played)]
+        # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
+        rollouts.truncated = [not w and n >= self.max_turns for w, n in zip(won, turns_played)]
         return rollouts
 
     # ---- verification
@@ -299,12 +300,12 @@ class AlfworldTask(Task):
         """Replay the commands of a transcript from the game's start: the engine is deterministic,
         so this is the outcome the transcript's own episode had."""
         (env,) = environments(1, self.max_turns)
-        observation = env.reset(self.games[problem.id]).observation
+        env.reset(self.games[problem.id])
         for command, _ in split_demonstration(completion):
             if env.done:
                 break
-            observation = env.step(command).observation
-        return outcome(env.won, env.steps, observation)
+            env.step(command)
+        return outcome(env.won, env.steps)
 
 
 _ENVIRONMENTS: list[AlfworldEnv] = []
