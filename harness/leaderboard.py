@@ -45,6 +45,19 @@ def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None
     return float(stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue)
 
 
+def detectable_difference(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
+    """The smallest difference in accuracy from the other algorithm that `paired_p` would have
+    called beyond noise (p < 0.05) with this many problems solved by only one of the two: with D
+    such problems of N, the least k of D with an exact two-sided p below 0.05 gives (2k - D) / N.
+    None when no split of D could reach it (D < 6)."""
+    items = sum(len(xs) for xs in mine)
+    discordant = sum((a > 0.5) != (b > 0.5) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
+    for k in range((discordant + 1) // 2, discordant + 1):
+        if stats.binomtest(k, discordant, 0.5).pvalue < 0.05:
+            return (2 * k - discordant) / items
+    return None
+
+
 def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
     """Whether the first of each pair solved more of the problems than the second."""
     return sum(sum(m) - sum(b) for m, b in pairs) > 0
@@ -143,7 +156,9 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         finals = g["final_rewards"].to_list()
         items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
         pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
-        p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if pairs and algorithm != g["baseline"][0] else None
+        compared = bool(pairs) and algorithm != g["baseline"][0]
+        p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
+        detectable = detectable_difference([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
         rows.append(
             {
                 "suite": suite,
@@ -177,6 +192,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 else "higher"
                 if paired_higher(pairs)
                 else "lower",
+                "detectable_diff": detectable,
                 **{c: g[c].mean() for c in g.columns if c.startswith("pass@")},
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),

@@ -241,3 +241,33 @@ def test_a_suite_whose_task_is_unavailable_is_skipped(tmp_path, capsys):
     assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
     assert "[extra] skipped: test_e2e.NeedsAnExtra needs the imaginary extra" in capsys.readouterr().out
     assert not (tmp_path / "results" / "extra").exists()
+
+
+@pytest.mark.slow
+def test_sampled_pass_at_k_is_recorded_and_leaves_training_as_it_was(tmp_path):
+    """`evaluation.samples` adds the unbiased pass@k beside greedy pass@1, from an RNG of its own:
+    the training records are those of the same run without it."""
+    records = {}
+    for samples in (0, 4):
+        evaluation = {"every": 2, "samples": samples, "pass_at": [1, 4]} if samples else {"every": 2}
+        config = tmp_path / f"bench{samples}.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "cache_dir": str(tmp_path / "cache"),
+                    "suites": [suite("math", "tests.test_e2e.ParityReward", evaluation=evaluation)],
+                }
+            )
+        )
+        results = tmp_path / f"results{samples}"
+        assert main(["run", str(config), "--results", str(results)]) == 0
+        run = results / "math" / "grpo-seed0"
+        records[samples] = pl.read_parquet(run / "metrics.parquet")
+        evals = pl.read_parquet(run / "eval.parquet")
+    for column in ("reward", "grad_norm", "loss"):
+        assert records[0][column].to_list() == records[4][column].to_list()
+    # parity of a sampled completion's length: some problems pass in 1 of 4, more in 4 of 4
+    assert evals["step"].to_list() == [0, 2, 3]
+    assert all(0.0 < a < b <= 1.0 for a, b in zip(evals["pass@1"], evals["pass@4"]))
+    board = pl.read_parquet(results / "math" / "leaderboard.parquet")
+    assert board["pass@4_after"][0] == pytest.approx(evals["pass@4"][-1])
