@@ -79,6 +79,13 @@ class EvalArgs:
             raise ValueError(f"pass_at: every k must be in [1, samples = {self.samples}] (got {self.pass_at})")
 
 
+def token_mean_divisor(eligible: Tensor) -> float:
+    """What a mini-batch's token-mean loss divides by: the mean eligible-token count per process
+    of the mini-batch over every process, not this process's own count, as gradients are then
+    averaged over processes: the token-mean of the whole step's mini-batch."""
+    return distributed.total(float(eligible.sum())) / distributed.world_size()
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c passed (Chen et al., 2021): 1 - C(n-c, k) / C(n, k),
     as the stable product 1 - prod_{i=n-c+1}^{n} (1 - k / i)."""
@@ -274,10 +281,8 @@ class RLVRModule(L.LightningModule):
                 weights = None
                 if args.tis_cap is not None:
                     weights = torch.exp(old - batch.sample_logprobs).clamp(max=args.tis_cap) * batch.eligible
-                # Token-mean over the mini-batch of every process, not of this one: divide by the
-                # mean count per process, as gradients are averaged over processes below.
-                tokens = distributed.total(float(batch.eligible.sum())) / distributed.world_size()
-                loss, clip_frac = self.surrogate(
+                tokens = token_mean_divisor(batch.eligible)
+                loss, clip = self.surrogate(
                     logprobs, old, batch.token_data["advantages"], batch.eligible, tokens, token_weights=weights
                 )
                 if self.reference is not None:
@@ -288,7 +293,7 @@ class RLVRModule(L.LightningModule):
                 optimizer.step()
                 norms.append(norm)
                 losses.append(float(loss.detach()))
-                clipped.append(clip_frac)
+                clipped.append(clip)
                 extras.append(critic_stats | ({} if critic_norm is None else {"critic/grad_norm": critic_norm}))
         lr = scheduler.get_last_lr()[0]  # the rate these updates used
         scheduler.step()

@@ -46,16 +46,20 @@ def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None
 
 
 def detectable_difference(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
-    """The smallest difference in accuracy from the other algorithm that `paired_p` would have
-    called beyond noise (p < 0.05) with this many problems solved by only one of the two: with D
-    such problems of N, the least k of D with an exact two-sided p below 0.05 gives (2k - D) / N.
-    None when no split of D could reach it (D < 6)."""
+    """The smallest gain over the other algorithm that `paired_p` would call beyond noise (p <
+    0.05), given the noise these runs show: of N problems, D were solved by only one of the two;
+    with those split evenly and m more solved by the better one only, the least m with an exact
+    two-sided p below 0.05, as a share m / N (6 / N when D = 0). None without problems."""
     items = sum(len(xs) for xs in mine)
+    if not items:
+        return None
     discordant = sum((a > 0.5) != (b > 0.5) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
-    for k in range((discordant + 1) // 2, discordant + 1):
-        if stats.binomtest(k, discordant, 0.5).pvalue < 0.05:
-            return (2 * k - discordant) / items
-    return None
+    extra = 0
+    while (
+        not discordant + extra or stats.binomtest(math.ceil(discordant / 2) + extra, discordant + extra).pvalue >= 0.05
+    ):
+        extra += 1
+    return extra / items
 
 
 def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:

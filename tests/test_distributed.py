@@ -105,14 +105,14 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
 def _shard_gradient(rank: int, world: int, init_file: str, out_dir: str) -> None:
     from types import SimpleNamespace
 
-    from algorithms.base import RLVRModule, UpdateArgs
+    from algorithms.base import RLVRModule, UpdateArgs, token_mean_divisor
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     weight, logits_in, adv, eligible = _problem()
     rows = slice(rank * 3, (rank + 1) * 3)
     param = torch.nn.Parameter(weight.clone())
     logprobs = torch.log_softmax(logits_in[rows] @ param, -1)[..., 0]
-    tokens = distributed.total(float(eligible[rows].sum())) / world
+    tokens = token_mean_divisor(eligible[rows])  # what update() divides by
     this = SimpleNamespace(update_args=UpdateArgs(clip_eps=0.2))
     loss, _ = RLVRModule.surrogate(this, logprobs, logprobs.detach(), adv[rows], eligible[rows], tokens)
     loss.backward()

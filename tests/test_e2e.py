@@ -271,3 +271,41 @@ def test_sampled_pass_at_k_is_recorded_and_leaves_training_as_it_was(tmp_path):
     assert all(0.0 < a < b <= 1.0 for a, b in zip(evals["pass@1"], evals["pass@4"]))
     board = pl.read_parquet(results / "math" / "leaderboard.parquet")
     assert board["pass@4_after"][0] == pytest.approx(evals["pass@4"][-1])
+
+
+@pytest.mark.slow
+def test_two_mini_batches_score_the_second_against_the_snapshot_that_sampled(tmp_path, monkeypatch):
+    """With two mini-batches a step, pi_old is the policy that sampled: the first update's ratio
+    is 1, the second's is not (the first update moved the weights), and pi_old's log-probs are
+    the sampler's own. The warm-up's first rates are lr / warmup_steps, then twice that."""
+    from algorithms.base import RLVRModule
+
+    calls = []
+    surrogate = RLVRModule.surrogate
+
+    def watched(self, logprobs, old, adv, eligible, *args, **kwargs):
+        calls.append((logprobs.detach().clone(), old.clone(), eligible.clone()))
+        return surrogate(self, logprobs, old, adv, eligible, *args, **kwargs)
+
+    monkeypatch.setattr(RLVRModule, "surrogate", watched)
+    spec = suite(
+        "math",
+        "tests.test_e2e.ParityReward",
+        steps=2,
+        update={"minibatches": 2},
+        optim={"lr": 1.0e-2, "warmup_steps": 4},
+        evaluation={"every": 100},
+    )
+    config = tmp_path / "bench.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
+    assert len(calls) == 4  # two steps, two updates each
+    for first, second in (calls[0:2], calls[2:4]):
+        logprobs, old, eligible = first
+        torch.testing.assert_close(logprobs[eligible], old[eligible], atol=1e-5, rtol=0)
+        logprobs, old, eligible = second
+        assert (logprobs[eligible] - old[eligible]).abs().max() > 1e-3
+    metrics = pl.read_parquet(tmp_path / "results" / "math" / "grpo-seed0" / "metrics.parquet")
+    assert metrics["lr"].to_list() == pytest.approx([2.5e-3, 5.0e-3])
+    assert metrics["updates"].to_list() == [2, 2]
+    assert metrics["sampler/logprob_diff_max"].max() < 1e-4  # pi_old: the sampler's log-probs

@@ -309,3 +309,35 @@ def test_left_padding_through_a_flat_array_equals_padding_the_nested_lists():
     values = stacked_left([[0.25], [-1.5, 2.0]], 0.0, torch.float32)
     assert values.tolist() == [[0.0, 0.25], [-1.5, 2.0]] and values.dtype == torch.float32
     assert stacked_left([[], []], 0, torch.long).shape == (2, 0)
+
+
+def test_a_rollout_that_emits_eos_keeps_it_eligible_and_attended(tiny_dir):
+    """A model biased toward EOS (its output row 1.5 times that of a token greedy decoding picks):
+    rows stop at their EOS, which is eligible and attended (what teaches a policy to stop), and
+    nothing after it is; its log-prob is the training forward's."""
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=12))
+    eos = tokenizer.eos_token_id
+    first = engine.generate(problems(6), greedy=True)
+    picked = int(first.input_ids[0][first.eligible[0]][2])
+    with torch.no_grad():
+        model.get_output_embeddings().weight[eos] = 1.5 * model.get_output_embeddings().weight[picked]
+    rollouts = engine.generate(problems(6))
+    stopped = 0
+    for row in range(len(rollouts)):
+        ids, eligible, mask = rollouts.input_ids[row], rollouts.eligible[row], rollouts.attention_mask[row]
+        positions = eligible.nonzero().flatten()
+        if ids[positions[-1]] == eos:
+            stopped += len(positions) < 12
+            last = int(positions[-1])
+            assert mask[last] == 1 and not mask[last + 1 :].any() and not eligible[last + 1 :].any()
+        assert eos not in ids[positions[:-1]].tolist()
+    assert stopped >= 1  # EOS came before the length limit in some row: the path above ran
+    forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.8)
+    at_eos = rollouts.eligible & (rollouts.input_ids == eos)
+    torch.testing.assert_close(forward[at_eos], rollouts.sample_logprobs[at_eos], atol=1e-4, rtol=1e-4)
+    assert rollouts.truncations(eos) == [
+        bool(ids[e.nonzero().flatten()[-1]] != eos) for ids, e in zip(rollouts.input_ids, rollouts.eligible)
+    ]

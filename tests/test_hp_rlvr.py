@@ -129,13 +129,18 @@ def test_current_reward_never_enters_its_own_baseline(policy):
 def test_credit_is_bounded_zero_off_eligible_and_signed_by_the_outcome(policy):
     module = make_module(policy, segments=3)
     rollouts = sampled(policy, n=6)
+    # a task mean of 0.5 from an earlier step, before this step's credit: b = 0.5 for these prompts
+    module.baseline.update(["elsewhere"], torch.tensor([0.5]))
+    assert module.baseline([p.id for p in rollouts.problems]).tolist() == [0.5] * 6
+    weights, _ = module.hindsight_weights(rollouts)
     advantages, stats = module.credit(rollouts)
     assert advantages.abs().max() <= 1.0
     assert (advantages[~rollouts.eligible] == 0).all()
-    module.baseline.update(["elsewhere"], torch.tensor([0.5]))  # a task mean of 0.5 from an earlier step
-    success = rollouts.rewards > 0.5  # successes >= 0, failures <= 0
-    assert (advantages[success] >= 0).all() and (advantages[~success] <= 0).all()
-    assert advantages.abs().sum() > 0
+    # A_t = w_t (r - 0.5): +w/2 on every token of a success, -w/2 on every token of a failure
+    sign = torch.where(rollouts.rewards > 0.5, 0.5, -0.5)[:, None]
+    torch.testing.assert_close(advantages, weights * sign)
+    success, eligible = (rollouts.rewards > 0.5)[:, None], rollouts.eligible
+    assert advantages[success & eligible].sum() > 0 and advantages[~success & eligible].sum() < 0
     for key in ("hindsight/w_mean_success", "hindsight/w_mean_failure", "hindsight/top1_agree", "hindsight/w_gini"):
         assert key in stats
 
@@ -210,17 +215,29 @@ def test_baseline_survives_a_checkpoint_round_trip(policy):
 
 
 def test_hindsight_warm_start_examples_target_the_slip():
-    from algorithms.hp_rlvr import hindsight_example
+    from algorithms.hp_rlvr import completion_tokens, hindsight_example
     from harness.tiny import build_tokenizer
 
     tokenizer, task = build_tokenizer(), MathTask(train_size=30, eval_size=5)
     rng = random.Random(0)
+    failures = slips = 0
     for problem in task.train_problems():
         ids, labels = hindsight_example(task, problem, tokenizer, HindsightTemplate(), 2, rng)
         assert len(ids) == len(labels)
         assert any(label != -100 for label in labels)
         text = tokenizer.decode(ids)
         assert text.startswith("Later:") and " Verdict: " in text and "\nQ: " in text
-        # a target differs from its input only at the slip of a failed example
-        differing = sum(ids[k + 0] != labels[k] for k in range(len(ids)) if labels[k] != -100)
-        assert differing <= 1
+        # a success's targets are its own tokens; a failure's differ in one place at most (where
+        # its scored segment holds the slip), and there the target is the demonstration's token
+        differing = [k for k in range(len(ids)) if labels[k] != -100 and ids[k] != labels[k]]
+        if "Verdict: correct" in text:
+            assert differing == []
+            continue
+        failures += 1
+        assert len(differing) <= 1
+        if differing:
+            prompt, right, _ = completion_tokens(task, problem, tokenizer)
+            start = next(i for i in range(1, len(ids)) if ids[i : i + len(prompt)] == prompt) + len(prompt)
+            assert labels[differing[0]] == right[differing[0] - start]
+            slips += 1
+    assert failures >= 5 and slips >= 2  # the slip's target was corrected, not left as sampled

@@ -151,13 +151,18 @@ def test_the_curves_band_is_the_binomial_interval_of_the_problems_pooled_over_se
     assert accuracy_band([pl.DataFrame({"step": [0], "accuracy": [0.5]})]) is None  # no per-problem rewards
 
 
-def test_detectable_difference_is_the_least_split_mcnemar_calls_beyond_noise():
+def test_detectable_difference_is_the_least_gain_mcnemar_calls_beyond_noise():
     from harness.leaderboard import detectable_difference, paired_p
 
-    # 100 problems, 10 solved by only one of the two: 9 of 10 is the least split with p < 0.05
-    # (p = 0.021; 8 of 10 gives 0.109), a difference of (9 - 1) / 100
+    # 100 problems, 10 solved by only one of the two (the noise): split 5-5, a gain of m more
+    # problems is beyond noise once 5 + m of 10 + m gives p < 0.05: m = 10 (15 of 20, p = 0.041;
+    # 14 of 19 gives 0.064)
     mine, theirs = [[1.0] * 10 + [1.0] * 40 + [0.0] * 50], [[0.0] * 10 + [1.0] * 40 + [0.0] * 50]
-    assert detectable_difference(mine, theirs) == pytest.approx(0.08)
-    assert paired_p([[1.0] * 9 + [0.0] * 91], [[0.0] * 9 + [1.0] + [0.0] * 90]) < 0.05
-    assert paired_p([[1.0] * 8 + [0.0] * 92], [[0.0] * 8 + [1.0] * 2 + [0.0] * 90]) > 0.05
-    assert detectable_difference([[1.0] * 5 + [0.0] * 5], [[0.0] * 10]) is None  # 5 of 5: p = 0.0625
+    assert detectable_difference(mine, theirs) == pytest.approx(0.10)
+    solved = lambda a, b: (
+        [[1.0] * a + [0.0] * b + [0.0] * (100 - a - b)],
+        [[0.0] * a + [1.0] * b + [0.0] * (100 - a - b)],
+    )  # noqa: E731
+    assert paired_p(*solved(15, 5)) < 0.05 < paired_p(*solved(14, 5))
+    # no noise at all: 6 problems one way is the least (p = 2 / 2^6 = 0.031; 5 gives 0.0625)
+    assert detectable_difference([[1.0] * 50 + [0.0] * 50], [[1.0] * 50 + [0.0] * 50]) == pytest.approx(0.06)

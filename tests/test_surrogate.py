@@ -54,3 +54,25 @@ def test_the_gradient_is_zero_where_the_clip_is_active():
     assert grad[0, 1] == pytest.approx(-0.5 / 4)  # ratio 0.5 with A > 0: the unclipped term is the min
     assert grad[1, 0] == 0  # ratio 0.7 < 0.8 with A < 0: clipped
     assert math.isclose(float(grad[0, 3]), 0.0)  # not eligible
+
+
+def test_the_kl_to_the_reference_is_k3_of_the_reference_over_the_policy():
+    """k3 = exp(ref - logp) - (ref - logp) - 1 per eligible token, averaged: literal numbers,
+    which the reversed log-ratio (logp - ref) would not give."""
+    from types import SimpleNamespace
+
+    ref = torch.tensor([[-1.5, -1.0, 0.0]])
+
+    class Stub:
+        kl_to_reference = RLVRModule.kl_to_reference
+        reference = object()
+
+        def eligible_logprobs(self, model, batch):
+            return ref
+
+    logprobs = torch.tensor([[-1.0, -2.0, -3.0]])
+    batch = SimpleNamespace(eligible=torch.tensor([[True, True, False]]))
+    # ref - logp = -0.5 and 1.0: (e^-0.5 + 0.5 - 1 + e^1 - 1 - 1) / 2
+    expected = (math.exp(-0.5) - 0.5 + math.exp(1.0) - 2.0) / 2
+    assert float(Stub().kl_to_reference(batch, logprobs)) == pytest.approx(expected)
+    assert expected == pytest.approx(0.41238, abs=1e-4)

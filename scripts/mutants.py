@@ -1,0 +1,438 @@
+"""Scripted mutants over the training path, the algorithms, the tasks and the leaderboard: one
+plausible bug at a time, put into a scratch copy of the tree, and the tests that concern it run
+there. A mutant is killed when they fail. Prints a markdown table (docs/mutants.md holds the last
+one, with the command):
+
+    python scripts/mutants.py [--only NAME ...] [--out docs/mutants.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGORITHMS = ["tests/test_grpo.py", "tests/test_surrogate.py", "tests/test_hp_rlvr.py", "tests/test_ppo.py"]
+TRAINING = ["tests/test_e2e.py", "tests/test_temperature.py"]
+ENGINE = ["tests/test_engine.py"]
+BOARD = ["tests/test_leaderboard.py"]
+TASKS = ["tests/test_math.py", "tests/test_code.py", "tests/test_feedback.py"]
+
+# (name, file, old text, new text, the tests that concern it)
+MUTANTS = [
+    # GRPO
+    ("grpo: std scaling always on", "algorithms/grpo.py", "    if scale_by_std:\n", "    if True:\n", ALGORITHMS),
+    (
+        "grpo: groups strided across prompts",
+        "algorithms/grpo.py",
+        "group_advantages(rollouts.rewards.view(-1, self.group_size),",
+        "group_advantages(rollouts.rewards.view(self.group_size, -1).T.contiguous(),",
+        ALGORITHMS,
+    ),
+    (
+        "grpo: population std",
+        "algorithms/grpo.py",
+        "rewards.std(-1, keepdim=True)",
+        "rewards.std(-1, keepdim=True, correction=0)",
+        ALGORITHMS,
+    ),
+    (
+        "grpo: mean not subtracted",
+        "algorithms/grpo.py",
+        "rewards - rewards.mean(-1, keepdim=True)",
+        "rewards",
+        ALGORITHMS,
+    ),
+    # the shared update
+    (
+        "surrogate: min made max",
+        "algorithms/base.py",
+        "-torch.minimum(ratio * adv",
+        "-torch.maximum(ratio * adv",
+        ALGORITHMS,
+    ),
+    (
+        "surrogate: clip disabled",
+        "algorithms/base.py",
+        "ratio.clamp(1 - eps, 1 + eps) * adv",
+        "ratio * adv",
+        ALGORITHMS,
+    ),
+    (
+        "surrogate: aggregations swapped",
+        "algorithms/base.py",
+        'if self.update_args.loss_aggregation == "token-mean":',
+        'if self.update_args.loss_aggregation != "token-mean":',
+        ALGORITHMS,
+    ),
+    (
+        "surrogate: low clip counted for A > 0",
+        "algorithms/base.py",
+        "low = (ratio < 1 - eps) & (adv < 0) & eligible",
+        "low = (ratio < 1 - eps) & (adv > 0) & eligible",
+        ALGORITHMS,
+    ),
+    (
+        "update: ratio forced to 1 with mini-batches",
+        "algorithms/base.py",
+        'old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]',
+        "old = logprobs.detach()",
+        ALGORITHMS + TRAINING,
+    ),
+    (
+        "update: warm-up starts at lr 0",
+        "algorithms/base.py",
+        "lambda s: min(1.0, (s + 1) / warmup)",
+        "lambda s: min(1.0, s / warmup)",
+        TRAINING,
+    ),
+    (
+        "update: lr read after the scheduler stepped",
+        "algorithms/base.py",
+        "        lr = scheduler.get_last_lr()[0]  # the rate these updates used\n        scheduler.step()\n",
+        "        scheduler.step()\n        lr = scheduler.get_last_lr()[0]\n",
+        TRAINING,
+    ),
+    (
+        "update: token-mean over this process's tokens",
+        "algorithms/base.py",
+        "return distributed.total(float(eligible.sum())) / distributed.world_size()",
+        "return float(eligible.sum())",
+        ["tests/test_distributed.py"],
+    ),
+    (
+        "kl: log-ratio reversed",
+        "algorithms/base.py",
+        "log_ratio = ref - logprobs",
+        "log_ratio = logprobs - ref",
+        ALGORITHMS,
+    ),
+    (
+        "update: zero-gradient updates counted per step",
+        "algorithms/base.py",
+        '"zero_grad_updates": sum(n == 0.0 for n in norms),',
+        '"zero_grad_updates": int(norms[0] == 0.0),',
+        TRAINING,
+    ),
+    (
+        "record: reward_std over the whole step",
+        "algorithms/base.py",
+        "rewards.view(-1, self.group_size).std(-1).mean()",
+        "rewards.std()",
+        TRAINING + ["tests/test_alfworld_task.py"],
+    ),
+    (
+        "scoring: training log-probs at T = 1",
+        "algorithms/base.py",
+        "            self.sampling.temperature,\n            batch.eligible,",
+        "            1.0,\n            batch.eligible,",
+        TRAINING,
+    ),
+    (
+        "resume: wall-clock reset to 0",
+        "algorithms/base.py",
+        'self.rl_step, self.wall_clock_s = state["rl_step"], state["wall_clock_s"]',
+        'self.rl_step, self.wall_clock_s = state["rl_step"], 0.0',
+        TRAINING,
+    ),
+    (
+        "evaluation: sampled instead of greedy",
+        "algorithms/base.py",
+        "mine[i : i + self.eval_args.batch_size], 1, greedy=True)",
+        "mine[i : i + self.eval_args.batch_size], 1, greedy=False)",
+        TRAINING,
+    ),
+    (
+        "pass@k: biased estimator",
+        "algorithms/base.py",
+        "1.0 - k / i for i in",
+        "1.0 - 1 / i for i in",
+        ["tests/test_feedback.py"],
+    ),
+    # sampling
+    (
+        "decoding: EOS not eligible",
+        "rollout/decoding.py",
+        "after_eos = (is_eos.long().cumsum(-1) - is_eos.long()) > 0",
+        "after_eos = is_eos.long().cumsum(-1) > 0",
+        ENGINE,
+    ),
+    (
+        "decoding: top-p ignored",
+        "rollout/decoding.py",
+        "    if top_p < 1.0:\n        ordered,",
+        "    if False:\n        ordered,",
+        ENGINE,
+    ),
+    (
+        "positions: left padding not skipped",
+        "rollout/batch.py",
+        "return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)",
+        "return torch.arange(attention_mask.shape[1]).expand_as(attention_mask)",
+        ENGINE,
+    ),
+    # HP-RLVR
+    (
+        "hp-rlvr: feedback dropped from the block",
+        "algorithms/hp_rlvr.py",
+        "verdict = [] if feedback is None else encode(template.feedback + feedback)",
+        "verdict = []",
+        ALGORITHMS + ["tests/test_feedback.py"],
+    ),
+    (
+        "hp-rlvr: EOS kept in the block",
+        "algorithms/hp_rlvr.py",
+        "if future and future[-1] == tokenizer.eos_token_id:",
+        "if False:",
+        ALGORITHMS + ["tests/test_feedback.py"],
+    ),
+    (
+        "hp-rlvr: the segment's own tokens in its block",
+        "algorithms/hp_rlvr.py",
+        "render_block(tokenizer, template, ids[b:end], said[i], encode)",
+        "render_block(tokenizer, template, ids[a:end], said[i], encode)",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: JSD at T = 1",
+        "algorithms/hp_rlvr.py",
+        "w.append(jsd_weights(p_logits, q_logits, temperature))",
+        "w.append(jsd_weights(p_logits, q_logits))",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: JSD not halved",
+        "algorithms/hp_rlvr.py",
+        "(0.5 * (kl_p + kl_q) / _LN2)",
+        "((kl_p + kl_q) / _LN2)",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: credit's sign reversed",
+        "algorithms/hp_rlvr.py",
+        "advantages = weights * (rewards - baseline)[:, None]",
+        "advantages = weights * (baseline - rewards)[:, None]",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: baseline sees the current reward",
+        "algorithms/hp_rlvr.py",
+        "        baseline = self.baseline(prompt_ids).to(rewards.device)  # before this step's rewards are seen\n"
+        "        # every process keeps the same tracker: it learns from the whole step's rollouts\n"
+        "        gathered = distributed.gather((prompt_ids, rewards))\n"
+        "        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))\n",
+        "        gathered = distributed.gather((prompt_ids, rewards))\n"
+        "        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))\n"
+        "        baseline = self.baseline(prompt_ids).to(rewards.device)\n",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: no discount",
+        "algorithms/hp_rlvr.py",
+        "(d * alpha + r, d * beta + (1.0 - r))",
+        "(alpha + r, beta + (1.0 - r))",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: task mean not bias-corrected",
+        "algorithms/hp_rlvr.py",
+        "return self.ema / (1 - self.args.mean_momentum**self.steps)",
+        "return self.ema",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: mean-rescaled multiplies",
+        "algorithms/hp_rlvr.py",
+        "weights = (weights / mean).clamp(max=self.rescale_clip)",
+        "weights = (weights * mean).clamp(max=self.rescale_clip)",
+        ALGORITHMS,
+    ),
+    (
+        "hp-rlvr: warm-start slip left uncorrected",
+        "algorithms/hp_rlvr.py",
+        "targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]",
+        "targets = realized",
+        ALGORITHMS,
+    ),
+    # PPO
+    (
+        "ppo: gamma and lambda swapped",
+        "algorithms/ppo.py",
+        "gae(rewards, values, eligible, self.gamma, self.lam)",
+        "gae(rewards, values, eligible, self.lam, self.gamma)",
+        ALGORITHMS,
+    ),
+    (
+        "ppo: whitening without centring",
+        "algorithms/ppo.py",
+        "(advantages - picked.mean()) / (picked.std() + 1e-8)",
+        "advantages / (picked.std() + 1e-8)",
+        ALGORITHMS,
+    ),
+    (
+        "ppo: value loss max made min",
+        "algorithms/ppo.py",
+        "0.5 * torch.maximum((values - returns) ** 2",
+        "0.5 * torch.minimum((values - returns) ** 2",
+        ALGORITHMS,
+    ),
+    (
+        "ppo: GAE without the value bootstrap",
+        "algorithms/ppo.py",
+        "packed_rewards[:, :n] + gamma * packed_values[:, 1:] - packed_values[:, :n]",
+        "packed_rewards[:, :n] - packed_values[:, :n]",
+        ALGORITHMS,
+    ),
+    (
+        "ppo: reward at the first eligible token",
+        "algorithms/ppo.py",
+        "last = eligible.long().cumsum(-1).argmax(-1)",
+        "last = eligible.long().argmax(-1)",
+        ALGORITHMS,
+    ),
+    # the negative control
+    (
+        "control: not shuffled",
+        "algorithms/shuffled_grpo.py",
+        "shuffled = per_rollout[torch.randperm(len(per_rollout), generator=generator).to(per_rollout.device)]",
+        "shuffled = per_rollout",
+        ALGORITHMS,
+    ),
+    # tasks
+    (
+        "math: first mark, not the last",
+        "tasks/math.py",
+        "completion.rsplit(ANSWER_MARK, 1)[1]",
+        "completion.split(ANSWER_MARK, 1)[1]",
+        TASKS,
+    ),
+    (
+        "math: feedback quotes the answer",
+        "tasks/math.py",
+        'f"wrong: expected {expected}{where}"',
+        'f"expected {expected}, got {answer}{where}"',
+        TASKS,
+    ),
+    (
+        "math: integers compared as text",
+        "tasks/math.py",
+        "return int(expected) == int(answer)",
+        "return expected == answer",
+        TASKS,
+    ),
+    ("code: stop sequences dropped", "tasks/code.py", "STOP_SEQUENCES = (", "STOP_SEQUENCES = () and (", TASKS),
+    # the leaderboard
+    ("leaderboard: interval over sqrt(n - 1)", "harness/leaderboard.py", "/ math.sqrt(n)", "/ math.sqrt(n - 1)", BOARD),
+    ("leaderboard: normal quantile", "harness/leaderboard.py", "float(stats.t.ppf(0.975, n - 1))", "1.96", BOARD),
+    (
+        "leaderboard: speedup inverted",
+        "harness/leaderboard.py",
+        '(pl.col("baseline_s") / pl.col("wall_clock_s"))',
+        '(pl.col("wall_clock_s") / pl.col("baseline_s"))',
+        BOARD,
+    ),
+    (
+        "leaderboard: zero-gradient fraction per step",
+        "harness/leaderboard.py",
+        'float(metrics["zero_grad_updates"].sum() / records)',
+        'float((metrics["zero_grad_updates"] > 0).mean())',
+        BOARD + TRAINING,
+    ),
+    (
+        "leaderboard: one-sided McNemar",
+        "harness/leaderboard.py",
+        "stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue",
+        'stats.binomtest(only_mine, only_mine + only_theirs, 0.5, alternative="greater").pvalue',
+        BOARD,
+    ),
+    (
+        "leaderboard: gain reversed",
+        "harness/leaderboard.py",
+        'gain = g["accuracy_after"] - g["accuracy_before"]',
+        'gain = g["accuracy_before"] - g["accuracy_after"]',
+        BOARD,
+    ),
+]
+
+
+def scratch_copy() -> Path:
+    """The tracked tree in a scratch folder (runs/, results/ and caches left behind)."""
+    folder = Path(tempfile.mkdtemp(prefix="mutants-"))
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if name.startswith("results/"):
+            continue
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    return folder
+
+
+def run(folder: Path, tests: list[str], timeout_s: int) -> tuple[bool, float]:
+    """(whether the tests failed, seconds); `python -m pytest` from the copy imports the copy."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+            cwd=folder,
+            capture_output=True,
+            timeout=timeout_s,
+        )
+        failed = done.returncode != 0
+    except subprocess.TimeoutExpired:
+        failed = True
+    return failed, time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--out", help="write the table here too")
+    parser.add_argument("--timeout", type=int, default=600)
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]
+    folder = scratch_copy()
+    probe = subprocess.run(
+        [sys.executable, "-c", "import algorithms; print(algorithms.__file__)"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    assert probe.stdout.startswith(str(folder)), f"the copy does not import itself: {probe.stdout} {probe.stderr}"
+    failed, _ = run(folder, sorted({t for m in chosen for t in m[4]}), args.timeout)
+    assert not failed, "the tests fail on the unmutated tree"
+    rows, killed = [], 0
+    for name, path, old, new, tests in chosen:
+        source = (folder / path).read_text()
+        assert source.count(old) == 1, f"{name}: its text occurs {source.count(old)} times in {path}"
+        (folder / path).write_text(source.replace(old, new))
+        try:
+            failed, seconds = run(folder, tests, args.timeout)
+        finally:
+            (folder / path).write_text(source)
+        killed += failed
+        rows.append(f"| {name} | `{path}` | {'killed' if failed else '**survived**'} | {seconds:.0f} |")
+        print(rows[-1], flush=True)
+    table = "\n".join(
+        [
+            f"{killed} of {len(chosen)} mutants killed ({100 * killed / len(chosen):.0f}%).",
+            "",
+            "| mutant | file | result | test seconds |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    )
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
