@@ -271,7 +271,7 @@ class CodeTask(Task):
         if self.answer_format == "fenced":
             block = last_code_block(completion)
             # no block: a program that fails saying so, judged as any other
-            code = block if block is not None else "raise SystemExit('no ```python code block in the answer')\n"
+            code = block if block is not None else "raise ValueError('no ```python code block in the answer')\n"
             return self.code_prompts[problem.id] + "\n\n" + code, problem.answer
         return problem.prompt + truncate(completion), problem.answer
 

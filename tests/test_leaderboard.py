@@ -159,10 +159,10 @@ def test_detectable_difference_is_the_least_gain_mcnemar_calls_beyond_noise():
     # 14 of 19 gives 0.064)
     mine, theirs = [[1.0] * 10 + [1.0] * 40 + [0.0] * 50], [[0.0] * 10 + [1.0] * 40 + [0.0] * 50]
     assert detectable_difference(mine, theirs) == pytest.approx(0.10)
-    solved = lambda a, b: (
-        [[1.0] * a + [0.0] * b + [0.0] * (100 - a - b)],
-        [[0.0] * a + [1.0] * b + [0.0] * (100 - a - b)],
-    )  # noqa: E731
+
+    def solved(a, b):  # a problems solved by the first only, b by the second only, of 100
+        return [[1.0] * a + [0.0] * b + [0.0] * (100 - a - b)], [[0.0] * a + [1.0] * b + [0.0] * (100 - a - b)]
+
     assert paired_p(*solved(15, 5)) < 0.05 < paired_p(*solved(14, 5))
     # no noise at all: 6 problems one way is the least (p = 2 / 2^6 = 0.031; 5 gives 0.0625)
     assert detectable_difference([[1.0] * 50 + [0.0] * 50], [[1.0] * 50 + [0.0] * 50]) == pytest.approx(0.06)
