@@ -17,7 +17,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHMS = ["tests/test_grpo.py", "tests/test_surrogate.py", "tests/test_hp_rlvr.py", "tests/test_ppo.py"]
+ALGORITHMS = [
+    "tests/test_grpo.py",
+    "tests/test_surrogate.py",
+    "tests/test_hp_rlvr.py",
+    "tests/test_ppo.py",
+    "tests/test_jsd.py",
+]
 TRAINING = ["tests/test_e2e.py", "tests/test_temperature.py"]
 ENGINE = ["tests/test_engine.py"]
 BOARD = ["tests/test_leaderboard.py"]

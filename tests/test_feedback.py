@@ -125,7 +125,8 @@ def test_the_feedback_modes_of_the_block():
     assert [block_feedback(v, "full") for v in (win, loss)] == ["correct", "wrong: expected 7"]
     assert [block_feedback(v, "outcome") for v in (win, loss)] == ["success", "failure"]
     assert block_feedback(loss, "none") is None
-    future = tokenizer(" 3+4=7", add_special_tokens=False).input_ids
+    # the rollout's closing EOS is no information: the block leaves it out
+    future = tokenizer(" 3+4=7", add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
     text = lambda mode: tokenizer.decode(render_block(tokenizer, template, future, block_feedback(loss, mode)))  # noqa: E731
     assert text("full") == "Later: 3+4=7 Verdict: wrong: expected 7\n"
     assert text("outcome") == "Later: 3+4=7 Verdict: failure\n"

@@ -166,3 +166,10 @@ def test_detectable_difference_is_the_least_gain_mcnemar_calls_beyond_noise():
     assert paired_p(*solved(15, 5)) < 0.05 < paired_p(*solved(14, 5))
     # no noise at all: 6 problems one way is the least (p = 2 / 2^6 = 0.031; 5 gives 0.0625)
     assert detectable_difference([[1.0] * 50 + [0.0] * 50], [[1.0] * 50 + [0.0] * 50]) == pytest.approx(0.06)
+
+
+def test_the_gain_is_after_minus_before_with_its_interval_over_seeds():
+    # accuracy 0.5 -> 0.51 on seed 0 and 0.5 -> 0.52 on seed 1: gains +0.01 and +0.02
+    row = aggregate(runs("grpo")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
+    assert row["acc_gain"] == pytest.approx(0.015)
+    assert row["acc_gain_ci95"] == pytest.approx(12.70620474 * 0.00707106781 / 2**0.5)  # t(0.975, 1)

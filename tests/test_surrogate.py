@@ -33,6 +33,10 @@ def test_token_mean_weighs_every_eligible_token_the_same():
     # TRL's clip ratios count the active clip only: 1.5 with A > 0 (high) and 0.7 with A < 0
     # (low); 0.5 with A > 0 lies outside [0.8, 1.2] but its unclipped term is the minimum
     assert clipped == pytest.approx({"low": 1 / 4, "high": 1 / 4, "region": 2 / 4})
+    # with A < 0 on both ratios below 0.8, both are low clips, and neither would be with A > 0
+    signs = torch.tensor([[1.0, -1.0, 1.0, 0.0], [-2.0, 0.0, 0.0, 0.0]])
+    _, clipped = surrogate("token-mean")(logprobs, old, signs, eligible)
+    assert clipped == pytest.approx({"low": 2 / 4, "high": 1 / 4, "region": 3 / 4})
 
 
 def test_sequence_mean_averages_each_row_then_the_rows():
