@@ -130,7 +130,7 @@ MUTANTS = [
         "algorithms/base.py",
         "rewards.view(-1, self.group_size).std(-1).mean()",
         "rewards.std()",
-        TRAINING + ["tests/test_alfworld_task.py"],
+        TRAINING + ["tests/test_grpo.py", "tests/test_alfworld_task.py"],
     ),
     (
         "scoring: training log-probs at T = 1",

@@ -61,21 +61,26 @@ def run_suite(tmp_path: Path, devices: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support")
 def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
-    one, two = run_suite(tmp_path, 1), run_suite(tmp_path, 2)
-    frames = {
-        (n, algo): pl.read_parquet(d / f"{algo}-seed0" / "metrics.parquet")
-        for n, d in ((1, one), (2, two))
-        for algo in ("grpo", "hp_rlvr")
-    }
-    prompts = frames[1, "grpo"]["prompt_ids"].to_list()
+    """Two processes against what one process must give, computed here: the prompt stream, the
+    baseline's prompts, and a fresh single-process evaluation."""
+    import json
+
+    from algorithms.base import prompt_stream
+    from harness.config import load_benchmark
+    from harness.driver import build_module
+
+    two = run_suite(tmp_path, 2)
+    benchmark = load_benchmark(tmp_path / "devices2.yaml")
+    module, _ = build_module(benchmark.suites[0], "hp_rlvr", 0, benchmark.cache_dir)
+    pool = module.task.train_problems()[:12]  # the suite's prompt_pool
+    prompts = [[p.id for p in prompt_stream(pool, 0, step, 8)] for step in range(4)]
     assert len({p for step in prompts for p in step}) < 4 * 8  # the pool makes prompts recur
-    for (devices, algo), frame in frames.items():
+    frames = {algo: pl.read_parquet(two / f"{algo}-seed0" / "metrics.parquet") for algo in ("grpo", "hp_rlvr")}
+    for algo, frame in frames.items():
         assert frame["step"].to_list() == [1, 2, 3, 4]
         # every process's prompts, in the stream's order: the same as one process and as the pair's other algorithm
-        assert frame["prompt_ids"].to_list() == prompts, (devices, algo)
+        assert frame["prompt_ids"].to_list() == prompts, algo
         assert frame["rollouts"].to_list() == [8 * (4 if algo == "grpo" else 1)] * 4
-    for algo in ("grpo", "hp_rlvr"):
-        frame = frames[2, algo]
         # gradients averaged: both processes hold the same weights after every update
         assert frame["distributed/weight_checksum_spread"].to_list() == [0.0] * 4
         assert any(n > 0 for n in frame["grad_norm"].to_list())  # updates happened (HP-RLVR's first step
@@ -83,22 +88,15 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
         assert (two / f"{algo}-seed0" / "run.json").exists()
     # HP-RLVR's baseline tracker learned from both processes' prompts: it knows every prompt seen so far
     seen = [len({p for step in prompts[: k + 1] for p in step}) for k in range(4)]
-    assert frames[2, "hp_rlvr"]["credit/baseline_prompts"].to_list() == seen
-    assert frames[1, "hp_rlvr"]["credit/baseline_prompts"].to_list() == seen
+    assert frames["hp_rlvr"]["credit/baseline_prompts"].to_list() == seen
     assert pl.read_parquet(two / "leaderboard.parquet").height == 2
-    # the step-0 accuracy was measured once per suite and reused: it is what a fresh measurement gives
-    import json
-
-    from harness.config import load_benchmark
-    from harness.driver import build_module
-
-    measured = json.loads((one / "start-evaluations.json").read_text())
+    # the step-0 accuracy was measured once per suite, over two processes, and reused: it is what a
+    # fresh measurement in one process gives
+    measured = json.loads((two / "start-evaluations.json").read_text())
     assert len(measured) == 1 and 0 < next(iter(measured.values()))["accuracy"] < 1  # a value that could differ
-    benchmark = load_benchmark(tmp_path / "devices1.yaml")
-    module, _ = build_module(benchmark.suites[0], "hp_rlvr", 0, benchmark.cache_dir)
     assert module.evaluate() == next(iter(measured.values()))
-    for devices, algo in frames:
-        accuracy = pl.read_parquet((one if devices == 1 else two) / f"{algo}-seed0" / "eval.parquet")["accuracy"][0]
+    for algo in frames:
+        accuracy = pl.read_parquet(two / f"{algo}-seed0" / "eval.parquet")["accuracy"][0]
         assert accuracy == next(iter(measured.values()))["accuracy"]
 
 

@@ -309,3 +309,44 @@ def test_two_mini_batches_score_the_second_against_the_snapshot_that_sampled(tmp
     assert metrics["lr"].to_list() == pytest.approx([2.5e-3, 5.0e-3])
     assert metrics["updates"].to_list() == [2, 2]
     assert metrics["sampler/logprob_diff_max"].max() < 1e-4  # pi_old: the sampler's log-probs
+
+
+def test_evaluation_is_greedy_whatever_the_rng(tiny_dir):
+    """The held-out evaluation decodes greedily: its completions are the argmax decoding written
+    out by hand, and the same under two different seeds (a sampled one would differ)."""
+    from algorithms.base import EvalArgs
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import SamplingArgs
+
+    class Seen(MathTask):
+        def verify(self, problem, completion):
+            self.seen.append(completion)
+            return Verdict(0.0, "")
+
+    model, tokenizer = load_policy(tiny_dir)
+    task = Seen(train_size=10, eval_size=6)
+    task.seen = []
+    sampling = SamplingArgs(max_new_tokens=6, temperature=1.0)
+    module = GRPO(
+        policy=model, tokenizer=tokenizer, task=task, group_size=2, sampling=sampling, evaluation=EvalArgs(batch_size=4)
+    )
+    runs = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        task.seen = []
+        module.evaluate()
+        runs.append(task.seen)
+    expected = []
+    with torch.no_grad():
+        for problem in task.eval_problems():
+            ids = tokenizer(problem.prompt, return_tensors="pt").input_ids
+            new = []
+            for _ in range(6):
+                token = int(model(input_ids=ids).logits[0, -1].argmax())
+                if token == tokenizer.eos_token_id:
+                    break
+                new.append(token)
+                ids = torch.cat([ids, torch.tensor([[token]])], 1)
+            expected.append(tokenizer.decode(new))
+    assert runs[0] == runs[1] == expected

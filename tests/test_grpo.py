@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from algorithms.grpo import group_advantages
@@ -79,3 +80,28 @@ def test_the_negative_control_shuffles_grpos_advantages_across_the_step():
     control, grpo, centred = torch.cat(together, 1)
     assert torch.corrcoef(torch.stack([grpo, centred]))[0, 1] > 0.9  # GRPO's credit follows the reward ...
     assert abs(torch.corrcoef(torch.stack([control, centred]))[0, 1]) < 0.05  # ... the control's does not
+
+
+def test_the_records_reward_std_is_the_spread_within_each_group(tiny_dir):
+    """TRL's `reward_std`: the sample std of each prompt's group, averaged over groups (not the
+    step's spread), with the saturated-group fractions beside it, against literal numbers."""
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = GRPO(policy=model, tokenizer=tokenizer, task=task, group_size=4)
+    problems = [p for p in task.train_problems()[:3] for _ in range(4)]
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=4)).generate(problems, group_size=4)
+    rewards = [1.0, 0.0, 0.0, 0.0] + [1.0, 1.0, 0.0, 0.0] + [1.0, 1.0, 1.0, 1.0]
+    rollouts.verdicts = [Verdict(r, "") for r in rewards]
+    advantages, stats = module.credit(rollouts)
+    row = module.record(rollouts, advantages, {}, stats)
+    # group stds 0.5, sqrt(1/3) and 0 (the step's own std would be 0.515)
+    assert row["reward_std"] == pytest.approx((0.5 + (1 / 3) ** 0.5 + 0.0) / 3)
+    assert row["reward"] == pytest.approx(7 / 12)
+    assert row["frac_reward_zero_std"] == pytest.approx(1 / 3)
+    assert row["frac_reward_all_correct"] == pytest.approx(1 / 3) and row["frac_reward_all_wrong"] == 0

@@ -1,5 +1,6 @@
 """HP-RLVR: the hindsight view's alignment, the baseline, the credit's bound (DESIGN section 3)."""
 
+import math
 import random
 
 import pytest
@@ -12,7 +13,6 @@ from algorithms.hp_rlvr import (
     HistoricalBaseline,
     gini,
     hindsight_views,
-    jsd_weights,
     next_token_hidden,
     render_block,
     segment_bounds,
@@ -145,10 +145,12 @@ def test_credit_is_bounded_zero_off_eligible_and_signed_by_the_outcome(policy):
         assert key in stats
 
 
-def test_weights_are_the_jsd_of_the_two_views(policy):
-    """Recompute one token's weight by hand: two full forward passes and the JSD."""
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_weights_are_the_jsd_of_the_two_views(policy, temperature):
+    """Recompute one token's weight by hand: two full forward passes, both views at the sampling
+    temperature, and the JSD written out over the vocabulary."""
     model, tokenizer = policy
-    module = make_module(policy, segments=2)
+    module = make_module(policy, segments=2, sampling=SamplingArgs(temperature=temperature))
     rollouts = sampled(policy, n=2)
     weights, _ = module.hindsight_weights(rollouts)
     views = hindsight_views(rollouts, 2, tokenizer, module.template)
@@ -161,7 +163,10 @@ def test_weights_are_the_jsd_of_the_two_views(policy):
         p = model(input_ids=causal_ids).logits[0, int(keep[:t].sum()) - 1]
         hkeep = views.attention_mask[row].bool()
         q = model(input_ids=views.input_ids[row][hkeep][None]).logits[0, int(hkeep[:col].sum()) - 1]
-    assert weights[i, t].item() == pytest.approx(jsd_weights(p, q).item(), abs=1e-5)
+    P, Q = torch.softmax(p.double() / temperature, -1), torch.softmax(q.double() / temperature, -1)
+    M = (P + Q) / 2
+    jsd = 0.5 * (P * (P / M).log()).sum() + 0.5 * (Q * (Q / M).log()).sum()
+    assert weights[i, t].item() == pytest.approx(jsd.item() / math.log(2), abs=1e-5)
 
 
 @pytest.mark.parametrize("max_tokens", [1, 40, 100_000])
