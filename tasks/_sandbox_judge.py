@@ -1,0 +1,434 @@
+"""pid 2 of a sandbox run, trusted: start the candidate and run the tests against it.
+
+`_run_judge` forks the candidate, which execs a fresh interpreter running `_sandbox_candidate.py`
+(limits, memory cgroup, private uid, no_new_privs and the system-call filter applied before the
+exec), then runs the tests in this process with each of the program's functions bound to a proxy
+that calls it across the process boundary and gets plain data back (the canonical form of
+`_sandbox_candidate.py`, parsed here against a strict schema). The candidate never holds the
+tests, the token or the result pipe. Standard library only: this runs under `python -S`.
+"""
+
+import contextlib
+import json
+import os
+import signal
+
+from _sandbox_kernel import (
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    _apply_rlimits,
+    _drop_capabilities,
+    _exit_code,
+    _libc_call,
+    _load_filter,
+    _oom_kills,
+)
+
+MESSAGE_LIMIT = 2000  # the harness truncates further; this only bounds the record's size
+
+
+def _line(source_lines, lineno):
+    if lineno and 0 < lineno <= len(source_lines):
+        return source_lines[lineno - 1].strip()
+    return ""
+
+
+def _assert_conditions(tests):
+    """Line number -> condition of the assert statement on that line, as written (whitespace
+    collapsed, the message expression left out: "This prints if this assert fails" says less
+    than `candidate(2, 3) == 5`)."""
+    import ast
+
+    conditions = {}
+    for node in ast.walk(ast.parse(tests)):
+        if isinstance(node, ast.Assert):
+            text = " ".join((ast.get_source_segment(tests, node.test) or "").split())
+            for lineno in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                conditions.setdefault(lineno, text)
+    return conditions
+
+
+class CandidateGone(BaseException):
+    """The candidate process ended (or broke the protocol) while the tests called it. A
+    BaseException, so that a test's `except Exception` cannot take it for a wrong answer."""
+
+
+def _describe(exc, tests_lines, conditions, extract_tb):
+    """(kind, message) for an exception that ended the tests. A failed assert in the tests is
+    named by its condition and message (`tasks.sandbox.failed_test_feedback` builds the same text):
+    that names the first failing test. Other exceptions by their class and the test line only:
+    their text may hold a value the program chose (int("...") quotes its argument)."""
+    if isinstance(exc, CandidateGone):
+        return "exit", str(exc.args[0])
+    entries = extract_tb(exc.__traceback__)
+    in_tests = [e for e in entries if e.filename == "<tests>"]
+    test_line = _line(tests_lines, in_tests[-1].lineno) if in_tests else ""
+    if isinstance(exc, AssertionError) and entries and entries[-1].filename == "<tests>":
+        condition = conditions.get(entries[-1].lineno)
+        what = f"assert {condition}" if condition else test_line
+        try:
+            text = str(exc)[:MESSAGE_LIMIT]  # the tests' own message
+        except Exception:  # noqa: BLE001
+            text = ""
+        if what:
+            return "assert", f"failed: {what}" + (f" ({text})" if text else "")
+    if isinstance(exc, SystemExit):
+        return "exit", "the tests exited before they completed"
+    name = type(exc).__name__
+    if getattr(exc, "judge_says", None):
+        error = exc.judge_says
+    elif getattr(exc, "from_program", None) is not None:
+        said = exc.from_program
+        error = f"{said} raised by the program" if said else "an exception of the program's own class"
+    else:
+        error = name
+    return "error", error + (f" (in test: {test_line})" if test_line else "")
+
+
+def _run_judge(job, token, fd):
+    """pid 2, trusted: start the candidate (a fresh interpreter that runs the program and answers
+    calls, `_sandbox_candidate.py`), then run the tests in this process with each of the
+    program's functions replaced by a proxy that calls it across the process boundary and gets
+    plain data back. Every record carries the run's token; the candidate never sees it, the
+    tests, or the result pipe."""
+    import builtins
+    import errno
+    import importlib
+    import marshal
+    import time
+    import traceback
+
+    _apply_rlimits({k: v for k, v in job["rlimits"].items() if k in ("cpu", "as", "core")})
+    _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the candidate (same uid without root) cannot read our memory
+    tag = bytes(token).decode()
+    del token
+    tests = job["tests"]
+    tests_lines = tests.splitlines()
+    oom_before = _oom_kills(job.get("cgroup"))
+
+    def write_record(**fields):
+        data = (json.dumps({"token": tag, **fields}) + "\n").encode()
+        while data:
+            data = data[os.write(fd, data) :]
+
+    def finish(status, **fields):
+        write_record(**fields)
+        if child is not None:
+            stop_candidate()
+        os._exit(status)
+
+    def stop_candidate():
+        """Close its requests and give it CANDIDATE_EXIT_S to flush its output and exit; then kill it."""
+        if reaped:
+            return
+        with contextlib.suppress(OSError):
+            os.close(requests_w)
+        give_up, pause = time.monotonic() + CANDIDATE_EXIT_S, 0.0001
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(child, os.WNOHANG)[0] == 0:
+                if time.monotonic() > give_up:
+                    os.kill(child, signal.SIGKILL)
+                    os.waitpid(child, 0)
+                    return
+                time.sleep(pause)
+                pause = min(2 * pause, 0.01)
+
+    child, reaped = None, []
+
+    try:
+        tests_code = compile(tests, "<tests>", "exec", dont_inherit=True, optimize=0)
+        conditions = _assert_conditions(tests)
+    except (SyntaxError, ValueError) as exc:
+        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        finish(1, fail="syntax", message=f"{type(exc).__name__} in the tests{where}")
+
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(requests_w)
+        os.close(answers_r)
+        _exec_candidate(job, requests_r, answers_w, fd)
+    os.close(requests_r)
+    os.close(answers_w)
+    pending = bytearray()
+    gone = []  # how the candidate ended, once it has
+
+    def ended():
+        """Why the candidate is gone: its own last word, or its exit status."""
+        if gone:
+            return gone[0]
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.kill(child, signal.SIGKILL)  # it broke the protocol, or was done: make sure
+        status = _exit_code(os.waitpid(child, 0)[1])
+        reaped.append(status)
+        if status > 128 and status - 128 == signal.SIGKILL and _oom_kills(job.get("cgroup")) > oom_before:
+            how = "memory limit exceeded"
+        elif status > 128 and status - 128 == signal.SIGXCPU:
+            how = "CPU time limit exceeded"
+        elif status > 128 and status - 128 in signal.valid_signals():
+            how = f"killed by {signal.Signals(status - 128).name}"
+        else:
+            how = f"exit status {status}"
+        gone.append(how)
+        return how
+
+    def call(request):
+        """The candidate's answer to one request (parsed, not yet checked), or None once it is gone."""
+        if gone:
+            return None
+        try:
+            body = marshal.dumps(request)
+        except ValueError as exc:  # a value marshal cannot carry: not plain
+            raise NotPlain("argument") from exc
+        try:
+            data = memoryview(len(body).to_bytes(4, "big") + body)
+            while data:
+                data = data[os.write(requests_w, data) :]
+        except OSError:  # EPIPE: it is gone
+            return None
+        return _parse_answer(_read_answer(answers_r, pending, ANSWER_LIMIT) or b"")
+
+    write_record(phase="program")
+    code = _candidate_code(job["candidate"])
+    try:
+        data = memoryview(len(code).to_bytes(4, "big") + code)
+        while data:
+            data = data[os.write(requests_w, data) :]
+    except OSError:
+        pass  # it did not start: the first call finds it gone
+    ready = call(("program", job["program"], job["block_network"], job["block_processes"]))
+    lines = job["program"].count("\n") + 1
+
+    def at_line(answer):
+        line = answer.get("line")
+        return f" (at line {line})" if type(line) is int and 0 < line <= lines else ""
+
+    def exception_name(answer):
+        """The builtin exception class the candidate named (None for its own), with an OSError's
+        errno by its symbol: a fixed vocabulary, never text of the program's."""
+        name = answer.get("raised")
+        cls = getattr(builtins, name, None) if type(name) is str else None
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            return None
+        code = answer.get("errno")
+        return f"{name} ({errno.errorcode[code]})" if type(code) is int and code in errno.errorcode else name
+
+    if ready is None or type(ready.get("ready")) is not list:
+        answer = ready or {}
+        if "syntax" in answer:
+            kind = answer.get("kind") if answer.get("kind") in ("SyntaxError", "IndentationError", "TabError") else None
+            line = answer.get("syntax")
+            where = f" at line {line}" if type(line) is int and 0 < line <= lines else ""
+            finish(1, fail="syntax", message=f"{kind or 'SyntaxError'} in the program{where}")
+        if "raised" in answer:
+            what = exception_name(answer) or "an exception of the program's own class"
+            finish(1, fail="error", message=f"program failed before the tests ran: {what}{at_line(answer)}")
+        if "exit" in answer:
+            finish(1, fail="exit", message="program exited before the tests ran (sys.exit)")
+        if "memory" in answer:
+            finish(1, fail="memory", message="memory limit exceeded")
+        how = ended()
+        if how in ("memory limit exceeded", "CPU time limit exceeded"):
+            finish(1, fail="limit", message=how)
+        finish(1, fail="exit", message=f"program exited before the tests ran ({how})")
+
+    def proxy_for(name):
+        def proxy(*args, **kwargs):
+            try:
+                answer = call(("call", name, args, kwargs))
+            except NotPlain:
+                error = TypeError(f"an argument to {name} is not plain data")
+                error.judge_says = str(error)
+                raise error from None
+            if answer is None:
+                raise CandidateGone(f"the program's process ended during the tests ({ended()})")
+            if "value" in answer:
+                try:
+                    return _decode(answer["value"])
+                except (NotPlain, RecursionError):
+                    raise CandidateGone("the program's process broke the protocol") from None
+            if "nonplain" in answer:
+                error = TypeError(f"{name} returned a value that is not plain data")
+                error.judge_says = str(error)
+            elif "raised" in answer:
+                cls = getattr(builtins, (exception_name(answer) or "Exception").split(" ")[0])
+                try:
+                    error = cls("raised by the program")
+                except Exception:  # noqa: BLE001 - a class that needs other arguments (UnicodeError's)
+                    error = Exception("raised by the program")
+                error.from_program = exception_name(answer) or ""
+            elif "exit" in answer:
+                gone.append("sys.exit")
+                raise CandidateGone("exited during the tests (sys.exit) before they completed")
+            elif "memory" in answer:
+                gone.append("memory limit exceeded")
+                raise CandidateGone("memory limit exceeded")
+            else:
+                raise CandidateGone("the program's process broke the protocol")
+            raise error
+
+        proxy.__name__ = proxy.__qualname__ = name
+        return proxy
+
+    namespace = {"__builtins__": builtins}
+    for entry in ready["ready"]:
+        try:
+            name, kind = _decode(entry[0]), entry[1]
+            if type(name) is not str or not name.isidentifier():
+                continue
+            if kind == "function":
+                namespace[name] = proxy_for(name)
+            elif kind == "module" and _decode(entry[2]) in SAFE_MODULES:
+                namespace[name] = importlib.import_module(_decode(entry[2]))
+            elif kind == "data":
+                namespace[name] = _decode(entry[2])
+        except (NotPlain, RecursionError, IndexError, KeyError, TypeError):
+            continue  # a malformed entry binds nothing
+    write_record(phase="tests")
+    try:
+        exec(tests_code, namespace)  # noqa: S102 - the task's own tests
+    except MemoryError:
+        finish(1, fail="memory", message="memory limit exceeded (in the tests)")
+    except BaseException as exc:  # noqa: BLE001 - whatever ended the tests is a failure
+        try:
+            kind, message = _describe(exc, tests_lines, conditions, traceback.extract_tb)
+        except BaseException:  # noqa: BLE001
+            kind, message = "error", "the tests failed (their exception could not be described)"
+        finish(1, fail=kind, message=message[:MESSAGE_LIMIT])
+    finish(0, passed=True)
+
+
+def _exec_candidate(job, requests_r, answers_w, result_fd):
+    """The candidate's side of the fork: limits, the memory cgroup, the private uid, then a fresh
+    interpreter running `_sandbox_candidate.py` with the requests on fd 3 and answers on fd 4."""
+    try:
+        os.close(result_fd)
+        high = [os.dup(requests_r), os.dup(answers_w)]  # either may be 3 or 4 already
+        for target, fd in zip((3, 4), high):
+            os.dup2(fd, target)  # inheritable (a dup2'd descriptor is, unlike os.pipe()'s)
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) > 4:
+                with contextlib.suppress(OSError):
+                    os.close(int(name))
+        _apply_rlimits(job["rlimits"])
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # the OOM killer's first choice in its memory cgroup: not the judge
+        if job["uid"] is not None:
+            os.setgroups([])
+            os.setgid(job["gid"])
+            os.setuid(job["uid"])
+        _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary (su, mount) regains root
+        _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid, which clears it
+        if "user" in job["unshare"]:
+            _drop_capabilities()
+        if job["seccomp"]:
+            _load_filter(bytes.fromhex(job["seccomp"]))  # inherited across execve; it allows execve
+        python = job["python"]
+        os.execve(python, [python, "-S", "-s", "-P", "-B", "-c", CANDIDATE_LOADER], dict(os.environ))
+    except BaseException:  # noqa: BLE001 - the judge reports a candidate that did not start
+        os._exit(71)
+
+
+ANSWER_LIMIT = 16 << 20  # bytes of one answer from the candidate
+CANDIDATE_EXIT_S = 1.0  # after the verdict, how long the candidate may take to flush its output and exit
+MAX_DEPTH = 64  # nesting of one value
+
+
+class NotPlain(Exception):
+    """Data outside the canonical form (`_sandbox_candidate.py` defines it)."""
+
+
+def _parse_answer(line):
+    """An answer line as a dict, or None (too long, not JSON, nested deeper than the JSON parser
+    allows, not an object): the candidate wrote it."""
+    if not line or len(line) > ANSWER_LIMIT:
+        return None
+    try:
+        answer = json.loads(line)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return answer if type(answer) is dict else None
+
+
+def _decode(data, depth=0):
+    """The value of a canonical form (`_sandbox_candidate.py`), or NotPlain: a strict schema."""
+    if depth > MAX_DEPTH:
+        raise NotPlain("too deep")
+    if data is None or type(data) is bool:
+        return data
+    if type(data) is not list or len(data) != 2 or type(data[0]) is not str:
+        raise NotPlain("malformed")
+    tag, body = data
+    try:
+        if tag == "u" and type(body) is str:
+            return bytes.fromhex(body).decode("utf-8", "surrogatepass")
+        if tag == "i" and type(body) is str and len(body) <= 4300:
+            return int(body)
+        if tag == "f" and type(body) is str:
+            return float.fromhex(body)
+        if tag == "b" and type(body) is str:
+            return bytes.fromhex(body)
+        if tag in ("l", "t", "s", "z") and type(body) is list:
+            items = [_decode(item, depth + 1) for item in body]
+            return {"l": list, "t": tuple, "s": set, "z": frozenset}[tag](items)
+        if tag == "d" and type(body) is list:
+            out = {}
+            for pair in body:
+                if type(pair) is not list or len(pair) != 2:
+                    raise NotPlain("malformed")
+                out[_decode(pair[0], depth + 1)] = _decode(pair[1], depth + 1)
+            return out
+    except (TypeError, ValueError, OverflowError, UnicodeError) as exc:  # unhashable keys, bad hex
+        raise NotPlain("malformed") from exc
+    raise NotPlain("malformed")
+
+
+def _read_answer(fd, pending, limit):
+    """The next line from `fd` without its newline; None at EOF or past `limit` bytes."""
+    while b"\n" not in pending:
+        if len(pending) > limit:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        pending += chunk
+    line, _, rest = bytes(pending).partition(b"\n")
+    pending[:] = rest
+    return line
+
+
+SAFE_MODULES = frozenset(
+    "math cmath re string collections itertools functools operator heapq bisect statistics fractions decimal"
+    " random typing hashlib copy datetime json array struct numbers textwrap unicodedata".split()
+)
+"""Standard-library modules the judge binds for a name the program bound to one (the tests may
+use a module the prompt imported, `math.fabs`): imported by the judge itself, never the program's
+object; any other module name is left unbound."""
+
+
+CANDIDATE_LOADER = (
+    "import marshal, os\n"
+    "def read(n):\n"
+    "    data = b''\n"
+    "    while len(data) < n:\n"
+    "        chunk = os.read(3, n - len(data))\n"
+    "        if not chunk:\n"
+    "            os._exit(70)\n"
+    "        data += chunk\n"
+    "    return data\n"
+    "exec(marshal.loads(read(int.from_bytes(read(4), 'big'))), {'__name__': '__main__'})\n"
+)
+"""The candidate's command line: it reads `_sandbox_candidate.py`, compiled by the judge (the same
+interpreter), from its requests pipe; compiling it anew in every candidate would cost more."""
+_compiled = {}
+
+
+def _candidate_code(source):
+    """`source` compiled and marshalled, once per process (a worker's jobs fork from it)."""
+    if source not in _compiled:
+        import marshal
+
+        _compiled[source] = marshal.dumps(compile(source, "<candidate>", "exec", dont_inherit=True))
+    return _compiled[source]

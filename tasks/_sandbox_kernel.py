@@ -1,0 +1,164 @@
+"""Linux calls of the sandbox's trusted processes (`_sandbox_bootstrap.py`, `_sandbox_judge.py`):
+namespaces, mounts, prctl, capabilities, limits, cgroups and the system-call filter, through libc.
+Standard library only: these run under `python -S`."""
+
+import contextlib
+import os
+import resource
+import signal
+
+# Linux constants without stdlib names before Python 3.12 (os.unshare, os.CLONE_*).
+CLONE_FLAGS = {"mount": 0x00020000, "ipc": 0x08000000, "user": 0x10000000, "pid": 0x20000000, "net": 0x40000000}
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+RLIMITS = {
+    "cpu": resource.RLIMIT_CPU,
+    "as": resource.RLIMIT_AS,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nproc": resource.RLIMIT_NPROC,
+    "core": resource.RLIMIT_CORE,
+}
+MESSAGE_LIMIT = 2000  # the harness truncates further; this only bounds the record's size
+
+_libc = None  # loaded once per process (a worker's jobs reuse it)
+
+
+def _libc_call(name, *args):
+    """Call a libc function that returns 0 on success; raise OSError otherwise."""
+    global _libc
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(_libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def _unshare(names):
+    """Enter new namespaces. A user namespace (unprivileged mode) maps our own uid and gid to
+    themselves, so files and ids look the same inside as outside."""
+    if not names:
+        return
+    uid, gid = os.getuid(), os.getgid()
+    flags = 0
+    for name in names:
+        flags |= CLONE_FLAGS[name]
+    _libc_call("unshare", flags)
+    if "user" in names:
+        for path, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{path}", "w") as f:
+                f.write(text)
+
+
+def _mount_private_proc():
+    """A /proc of the new PID namespace: the sandbox sees only its own processes, not the
+    harness's command lines or (same-uid) environments."""
+    import ctypes
+
+    _libc_call("mount", None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None)
+    _libc_call("mount", b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None)
+
+
+PRIVATE_DIRS = ("/var/tmp", "/dev/shm", "/run/lock")  # besides /tmp: the world-writable directories
+MS_BIND = 4096
+
+
+def _mount_private_tmp(size_mb, uid):
+    """One tmpfs of `size_mb` at /tmp, bound at the other world-writable directories too: what the
+    run writes there is its own, counted against one size, and freed with its mount namespace.
+    A working directory (our cwd) under one of them is made again inside, at the same path."""
+    import ctypes
+
+    workdir = os.getcwd()
+    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV)
+    _libc_call("mount", b"tmpfs", b"/tmp", b"tmpfs", flags, f"size={size_mb}m,mode=1777".encode())
+    for directory in PRIVATE_DIRS:
+        if os.path.isdir(directory) and not os.path.islink(directory):
+            inside = "/tmp/.private-" + directory.strip("/").replace("/", "-")
+            os.mkdir(inside)
+            os.chmod(inside, 0o1777)
+            _libc_call("mount", inside.encode(), directory.encode(), None, ctypes.c_ulong(MS_BIND), None)
+    if any(workdir.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS)):
+        os.makedirs(workdir, 0o700)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        os.chdir(workdir)
+
+
+def _die_with_parent(expected_parent):
+    """SIGKILL this process when its parent dies, so a crashed harness leaves nothing running.
+    `expected_parent` closes the race where the parent died before the prctl; None skips that
+    check (the parent sits outside our PID namespace and getppid() reads 0)."""
+    _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(70)
+
+
+def _drop_capabilities():
+    """In a user namespace we hold every capability over it (we could unmount our /proc or
+    ptrace pid 1); a non-root uid does not lose them on its own, so clear them explicitly."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    _libc_call("capset", ctypes.byref(Header(LINUX_CAPABILITY_VERSION_3, 0)), ctypes.byref((Data * 2)()))
+
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+def _load_filter(bpf):
+    """Load a system-call filter (BPF from `tasks.syscall_filter`); it cannot be removed, and
+    every descendant inherits it. Needs no_new_privs (set just before)."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    program = SockFprog(len(bpf) // 8, bpf)
+    _libc_call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0)
+
+
+def _apply_rlimits(rlimits):
+    for name, value in rlimits.items():
+        _, hard = resource.getrlimit(RLIMITS[name])
+        cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        # CPU: the kernel sends SIGKILL at the hard limit, SIGXCPU (reported as such) at the soft one.
+        resource.setrlimit(RLIMITS[name], (cap, cap + 1 if name == "cpu" and cap < hard else cap))
+
+
+def _join_cgroup(cgroup):
+    """Move this process into `cgroup` (None: none), before it forks anything: every process of
+    the run starts in it (a move per job would cost a few milliseconds)."""
+    if cgroup:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def _oom_kills(cgroup):
+    """How many processes the kernel's OOM killer has killed in `cgroup` (v1 memory.oom_control,
+    v2 memory.events), 0 without one."""
+    if not cgroup:
+        return 0
+    for name in ("memory.events", "memory.oom_control"):
+        with contextlib.suppress(OSError, ValueError):
+            with open(os.path.join(cgroup, name)) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+    return 0
+
+
+def _exit_code(status):
+    """A child's wait status as our own exit code, signals as 128 + N like a shell."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
