@@ -188,7 +188,14 @@ def _run_judge(job, token, fd):
                 data = data[os.write(requests_w, data) :]
         except OSError:  # EPIPE: it is gone
             return None
-        return _parse_answer(_read_answer(answers_r, pending, ANSWER_LIMIT) or b"")
+        try:
+            line = _read_answer(answers_r, pending, ANSWER_LIMIT)
+        except NotPlain:  # past the size bound
+            return {"malformed": 1}
+        if line is None:
+            return None
+        answer = _parse_answer(line)
+        return answer if answer is not None else {"malformed": 1}
 
     write_record(phase="program")
     code = _candidate_code(job["candidate"])
@@ -229,6 +236,10 @@ def _run_judge(job, token, fd):
             finish(1, fail="exit", message="program exited before the tests ran (sys.exit)")
         if "memory" in answer:
             finish(1, fail="memory", message="memory limit exceeded")
+        if "malformed" in answer:
+            finish(
+                1, fail="protocol", message="the program's process broke the sandbox's protocol before the tests ran"
+            )
         how = ended()
         if how in ("memory limit exceeded", "CPU time limit exceeded"):
             finish(1, fail="limit", message=how)
@@ -313,8 +324,10 @@ def _exec_candidate(job, requests_r, answers_w, result_fd):
                 with contextlib.suppress(OSError):
                     os.close(int(name))
         _apply_rlimits(job["rlimits"])
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # the OOM killer's first choice in its memory cgroup: not the judge
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write(
+                "1000"
+            )  # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
         if job["uid"] is not None:
             os.setgroups([])
             os.setgid(job["gid"])
@@ -327,7 +340,9 @@ def _exec_candidate(job, requests_r, answers_w, result_fd):
             _load_filter(bytes.fromhex(job["seccomp"]))  # inherited across execve; it allows execve
         python = job["python"]
         os.execve(python, [python, "-S", "-s", "-P", "-B", "-c", CANDIDATE_LOADER], dict(os.environ))
-    except BaseException:  # noqa: BLE001 - the judge reports a candidate that did not start
+    except BaseException as exc:  # noqa: BLE001 - the judge reports a candidate that did not start
+        with contextlib.suppress(BaseException):
+            os.write(2, f"sandbox: the candidate did not start: {exc!r}\n".encode())
         os._exit(71)
 
 
@@ -386,10 +401,10 @@ def _decode(data, depth=0):
 
 
 def _read_answer(fd, pending, limit):
-    """The next line from `fd` without its newline; None at EOF or past `limit` bytes."""
+    """The next line from `fd` without its newline; None at EOF, NotPlain past `limit` bytes."""
     while b"\n" not in pending:
         if len(pending) > limit:
-            return None
+            raise NotPlain("an answer past the size bound")
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             return None
