@@ -36,6 +36,7 @@ __all__ = ["CodeTask", "Pipelines", "generate_pipeline", "run_program"]
 STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
 
 
+NO_BLOCK = Verdict(0.0, "no ```python code block in the answer")
 FENCED_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one ```python block.\n"
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -267,26 +268,28 @@ class CodeTask(Task):
     def eval_problems(self) -> Sequence[Problem]:
         return self._splits[1]
 
-    def program(self, problem: Problem, completion: str) -> tuple[str, str]:
+    def program(self, problem: Problem, completion: str) -> tuple[str, str] | None:
+        """(program, tests) for the sandbox; None for a fenced answer without a code block."""
         if self.answer_format == "fenced":
             block = last_code_block(completion)
-            # no block: a program that fails saying so, judged as any other
-            code = block if block is not None else "raise ValueError('no ```python code block in the answer')\n"
-            return self.code_prompts[problem.id] + "\n\n" + code, problem.answer
+            if block is None:
+                return None
+            return self.code_prompts[problem.id] + "\n\n" + block, problem.answer
         return problem.prompt + truncate(completion), problem.answer
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
-        return run_program(*self.program(problem, completion), self.timeout_s)
+        job = self.program(problem, completion)
+        return run_program(*job, self.timeout_s) if job is not None else NO_BLOCK
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Each distinct program once (a sharpened policy repeats itself), in parallel, through
         sandbox workers kept from one step to the next (starting one costs more than a job)."""
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
-        unique = list(dict.fromkeys(jobs))
+        unique = [job for job in dict.fromkeys(jobs) if job is not None]
         sandbox, threads = self._sandbox()
         results = threads.map(lambda job: sandbox.execute(job[0], job[1], self.timeout_s).verdict, unique)
         verdicts = dict(zip(unique, results))
-        return [verdicts[job] for job in jobs]
+        return [verdicts[job] if job is not None else NO_BLOCK for job in jobs]
 
     def _sandbox(self) -> tuple[SandboxPool, ThreadPoolExecutor]:
         if self._pool is None:
