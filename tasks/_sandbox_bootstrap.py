@@ -125,16 +125,18 @@ REAP_GRACE_S = 2.0  # how long a killed job may take to be gone before the worke
 
 
 def serve(config_json):
-    """A worker: confine this process once (network namespace, child subreaper), preload what
-    every job needs, then run jobs read from stdin, one JSON line each, and answer each on stdout
-    once the job is over in every sense: every process gone, its files removed.
+    """A worker: confine this process once (its uid slot's memory cgroup, a network namespace,
+    child subreaper), compile the candidate and preload what every job needs, then run jobs read
+    from stdin, one JSON line each, and answer each on stdout once the job is over in every sense:
+    every process gone, its files removed.
 
     Per job:
 
-        worker  root, in its network namespace    fork J, collect pipes, enforce the deadline
-        J       root, own process group           unshare(pid, mount, ipc), fork, wait, exit
-        pid 1   init of the job's PID namespace   as `_init` (private /proc)
-        pid 2   the untrusted process              as `_run_untrusted`
+        worker     root, in its network namespace    fork J, collect pipes, enforce the deadline
+        J          root, own process group           unshare(pid, mount, ipc), fork, wait, exit
+        pid 1      init of the job's PID namespace   as `_init` (private /proc and tmpfs)
+        judge      pid 2, trusted                    as `_sandbox_judge._run_judge`
+        candidate  its child, untrusted              a fresh interpreter, as for a per-run
 
     The worker exits when stdin closes (the harness exited or closed the pool), even mid-job.
     """
