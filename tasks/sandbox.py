@@ -297,12 +297,21 @@ def execute(
     """`run_program` with every knob and the whole record of the run (`isolation_override` is for
     tests that exercise a fallback on a kernel that allows more). Never raises for any program:
     only a sandbox that cannot be set up at all raises (SandboxError)."""
-    start = time.monotonic()
+    iso, start = isolation_override or isolation(), time.monotonic()
     try:
-        return _execute(
-            program, tests, timeout_s, memory_mb, output_limit, max_output_bytes, file_size_mb, max_processes,
-            tmp_root, isolation_override or isolation(),
-        )  # fmt: skip
+        with contextlib.ExitStack() as stack:
+            uid = stack.enter_context(_uid_slot()) if iso.privilege == "uid-drop" else None
+            workdir = _make_workdir(uid, tmp_root)
+            stack.callback(_remove_leftovers, workdir, uid)
+            if uid is not None and not iso.pid_namespace:
+                _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
+            nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
+            job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc)
+            fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
+            stack.callback(_unlink_quietly, job_path)
+            with os.fdopen(fd, "w") as f:
+                json.dump(job, f)
+            return _supervise(iso, job, job_path, workdir, timeout_s, output_limit, max_output_bytes, stack)
     except SandboxError:
         raise
     except Exception as exc:  # noqa: BLE001 - a program must never stop training
@@ -314,33 +323,6 @@ def _unjudged(exc: BaseException, start: float) -> Execution:
     log.warning("sandbox: a run could not be judged (%r)", exc)
     verdict = Verdict(0.0, f"the sandbox could not judge this run ({type(exc).__name__})")
     return Execution(verdict, "", "", -1, False, time.monotonic() - start, "")
-
-
-def _execute(
-    program: str,
-    tests: str,
-    timeout_s: float,
-    memory_mb: int,
-    output_limit: int,
-    max_output_bytes: int,
-    file_size_mb: int,
-    max_processes: int,
-    tmp_root: str | None,
-    iso: Isolation,
-) -> Execution:
-    with contextlib.ExitStack() as stack:
-        uid = stack.enter_context(_uid_slot()) if iso.privilege == "uid-drop" else None
-        workdir = _make_workdir(uid, tmp_root)
-        stack.callback(_remove_leftovers, workdir, uid)
-        if uid is not None and not iso.pid_namespace:
-            _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
-        nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
-        job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc)
-        fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
-        stack.callback(_unlink_quietly, job_path)
-        with os.fdopen(fd, "w") as f:
-            json.dump(job, f)
-        return _supervise(iso, job, job_path, workdir, timeout_s, output_limit, max_output_bytes, stack)
 
 
 def _make_workdir(uid: int | None, tmp_root: str | None) -> str:

@@ -17,7 +17,7 @@ import pytest
 from test_sandbox import TIMEOUT, contained, pool  # noqa: F401 - fixtures
 
 from tasks.base import Verdict
-from tasks.sandbox import isolation
+from tasks.sandbox import SandboxPool, isolation
 
 filtered = pytest.mark.skipif(not isolation().syscall_filter, reason="no system-call filter here (libseccomp)")
 x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="raw system-call numbers are x86_64's")
@@ -317,3 +317,20 @@ def test_setup_error_records_without_the_token_are_not_believed(contained):  # n
     )
     run = contained(program)
     assert run.verdict.reward == 0.0 and "forged" not in run.verdict.feedback
+
+
+@pytest.mark.parametrize("path", ["per-run", "batched"])
+def test_anything_unexpected_in_judging_is_reward_zero_not_an_exception(path, monkeypatch):
+    """Whatever goes wrong after the run (here the judging itself raising), the verify call
+    returns reward 0 and says so; the next run is judged as usual (batched: on a fresh worker)."""
+    from tasks import sandbox
+
+    def broken(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    with SandboxPool(1, batched=path == "batched") as workers:
+        with monkeypatch.context() as patch:
+            patch.setattr(sandbox, "_judge", broken)
+            run = workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
+        assert run.verdict == Verdict(0.0, "the sandbox could not judge this run (RecursionError)")
+        assert workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
