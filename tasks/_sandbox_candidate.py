@@ -31,7 +31,6 @@ import os
 import sys
 
 MAX_DEPTH = 64  # nesting of one value
-MAX_LINE = 16 << 20  # bytes of one answer
 
 
 class NotPlain(Exception):

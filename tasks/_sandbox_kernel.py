@@ -22,7 +22,6 @@ RLIMITS = {
     "nproc": resource.RLIMIT_NPROC,
     "core": resource.RLIMIT_CORE,
 }
-MESSAGE_LIMIT = 2000  # the harness truncates further; this only bounds the record's size
 
 _libc = None  # loaded once per process (a worker's jobs reuse it)
 
