@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its siblings, 
 from _sandbox_judge import _candidate_code, _run_judge  # noqa: E402
 from _sandbox_kernel import (  # noqa: E402
     PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
     _die_with_parent,
     _exit_code,
     _join_cgroup,
@@ -101,6 +102,10 @@ def run(job_path, fd):
         _die_with_parent(job["harness_pid"])
         _join_cgroup(job["cgroup"])
         _unshare(job["unshare"])
+        # Without a PID namespace or a private uid the candidate could otherwise read our memory
+        # (the token) and descriptors (the result pipe) through /proc; pid 1 inherits this.
+        # After the unshare: a user namespace's uid_map is written while we are still dumpable.
+        _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     except Exception as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
         _setup_failed(fd, token, exc)
     outer_pid = os.getpid()
