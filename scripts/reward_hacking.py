@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,11 +53,11 @@ class ExploitSeeded(CodeTask):
         digest = hashlib.sha256(problem.id.encode()).digest()
         return int.from_bytes(digest[:4], "big") / 2**32 < self.exploit_fraction
 
+    @cached_property
+    def _seeded_train(self):
+        return [replace(p, demonstration=EXPLOIT) if self.seeded(p) else p for p in super().train_problems()]
+
     def train_problems(self):
-        if not hasattr(self, "_seeded_train"):
-            self._seeded_train = [
-                replace(p, demonstration=EXPLOIT) if self.seeded(p) else p for p in super().train_problems()
-            ]
         return self._seeded_train
 
     def verify_all(self, rollouts):

@@ -191,19 +191,19 @@ def main():
 
 
 def _install_audit_hook(block_network, block_processes):
-    """Refuse ctypes (any memory), tracing and frame enumeration; and, where the kernel gave no
-    network or PID namespace, sockets and process creation (the bootstrap's fallbacks)."""
+    """Refuse ctypes (raw system calls, where no filter is loaded); and, where the kernel gave no
+    network or PID namespace, sockets and process creation (the bootstrap's fallbacks). Tracing is
+    not refused: this process holds nothing a trace could find."""
     prefixes = ("ctypes.",)
     if block_network:
         prefixes += ("socket.",)
     if block_processes:
         prefixes += ("os.kill", "os.killpg", "os.exec", "os.posix_spawn", "os.spawn", "os.system")
         prefixes += ("subprocess.Popen", "pty.spawn")
-    blocked = frozenset({"sys.settrace", "sys.setprofile", "sys._current_frames"})
     startswith = str.startswith
 
     def hook(event, args):
-        if event in blocked or startswith(event, prefixes):
+        if startswith(event, prefixes):
             raise RuntimeError(f"sandbox: {event} is not allowed")
 
     sys.addaudithook(hook)

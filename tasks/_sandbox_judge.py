@@ -1,8 +1,7 @@
 """pid 2 of a sandbox run, trusted: start the candidate and run the tests against it.
 
 `_run_judge` forks the candidate, which execs a fresh interpreter running `_sandbox_candidate.py`
-(limits, memory cgroup, private uid, no_new_privs and the system-call filter applied before the
-exec), then runs the tests in this process with each of the program's functions bound to a proxy
+(limits, private uid, no_new_privs and the system-call filter applied before the exec), then runs the tests in this process with each of the program's functions bound to a proxy
 that calls it across the process boundary and gets plain data back (the canonical form of
 `_sandbox_candidate.py`, parsed here against a strict schema). The candidate never holds the
 tests, the token or the result pipe. Standard library only: this runs under `python -S`.
@@ -174,6 +173,16 @@ def _run_judge(job, token, fd):
         gone.append(how)
         return how
 
+    def send(body):
+        """One length-prefixed message to the candidate; False once it is gone (EPIPE)."""
+        try:
+            data = memoryview(len(body).to_bytes(4, "big") + body)
+            while data:
+                data = data[os.write(requests_w, data) :]
+        except OSError:
+            return False
+        return True
+
     def call(request):
         """The candidate's answer to one request (parsed, not yet checked), or None once it is gone."""
         if gone:
@@ -182,11 +191,7 @@ def _run_judge(job, token, fd):
             body = marshal.dumps(request)
         except ValueError as exc:  # a value marshal cannot carry: not plain
             raise NotPlain("argument") from exc
-        try:
-            data = memoryview(len(body).to_bytes(4, "big") + body)
-            while data:
-                data = data[os.write(requests_w, data) :]
-        except OSError:  # EPIPE: it is gone
+        if not send(body):
             return None
         try:
             line = _read_answer(answers_r, pending, ANSWER_LIMIT)
@@ -198,13 +203,7 @@ def _run_judge(job, token, fd):
         return answer if answer is not None else {"malformed": 1}
 
     write_record(phase="program")
-    code = _candidate_code(job["candidate"])
-    try:
-        data = memoryview(len(code).to_bytes(4, "big") + code)
-        while data:
-            data = data[os.write(requests_w, data) :]
-    except OSError:
-        pass  # it did not start: the first call finds it gone
+    send(_candidate_code(job["candidate"]))  # if it did not start, the first call finds it gone
     ready = call(("program", job["program"], job["block_network"], job["block_processes"]))
     lines = job["program"].count("\n") + 1
 
@@ -212,15 +211,23 @@ def _run_judge(job, token, fd):
         line = answer.get("line")
         return f" (at line {line})" if type(line) is int and 0 < line <= lines else ""
 
-    def exception_name(answer):
-        """The builtin exception class the candidate named (None for its own), with an OSError's
-        errno by its symbol: a fixed vocabulary, never text of the program's."""
+    def exception_class(answer):
+        """The builtin exception class the candidate named, or None (a class of its own)."""
         name = answer.get("raised")
         cls = getattr(builtins, name, None) if type(name) is str else None
-        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
+
+    def exception_name(answer):
+        """That class's name, with an OSError's errno by its symbol (a fixed vocabulary, never
+        text of the program's); None for a class of the program's own."""
+        cls, code = exception_class(answer), answer.get("errno")
+        if cls is None:
             return None
-        code = answer.get("errno")
-        return f"{name} ({errno.errorcode[code]})" if type(code) is int and code in errno.errorcode else name
+        return (
+            f"{cls.__name__} ({errno.errorcode[code]})"
+            if type(code) is int and code in errno.errorcode
+            else cls.__name__
+        )
 
     if ready is None or type(ready.get("ready")) is not list:
         answer = ready or {}
@@ -264,7 +271,7 @@ def _run_judge(job, token, fd):
                 error = TypeError(f"{name} returned a value that is not plain data")
                 error.judge_says = str(error)
             elif "raised" in answer:
-                cls = getattr(builtins, (exception_name(answer) or "Exception").split(" ")[0])
+                cls = exception_class(answer) or Exception
                 try:
                     error = cls("raised by the program")
                 except Exception:  # noqa: BLE001 - a class that needs other arguments (UnicodeError's)
@@ -312,8 +319,10 @@ def _run_judge(job, token, fd):
 
 
 def _exec_candidate(job, requests_r, answers_w, result_fd):
-    """The candidate's side of the fork: limits, the memory cgroup, the private uid, then a fresh
-    interpreter running `_sandbox_candidate.py` with the requests on fd 3 and answers on fd 4."""
+    """The candidate's side of the fork: limits, the OOM killer's first choice, the private uid,
+    no_new_privs, the system-call filter, then a fresh interpreter running
+    `_sandbox_candidate.py` with the requests on fd 3 and answers on fd 4. (The memory cgroup is
+    already ours: the outer or the worker joined it before forking.)"""
     try:
         os.close(result_fd)
         high = [os.dup(requests_r), os.dup(answers_w)]  # either may be 3 or 4 already
@@ -324,10 +333,9 @@ def _exec_candidate(job, requests_r, answers_w, result_fd):
                 with contextlib.suppress(OSError):
                     os.close(int(name))
         _apply_rlimits(job["rlimits"])
+        # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write(
-                "1000"
-            )  # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
+            f.write("1000")
         if job["uid"] is not None:
             os.setgroups([])
             os.setgid(job["gid"])
