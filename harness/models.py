@@ -11,6 +11,7 @@ import math
 import random
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.tiny import TinyConfig, save_tiny
-from tasks.base import Task
+from tasks.base import Problem, Task
 
 WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
 
@@ -47,7 +48,14 @@ class WarmStartArgs:
     """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
     per example: a base meant for the feedback ablation reads every mode it will be given."""
 
+    rl_only: int = 0
+    """The first `rl_only` training problems are left to RL: the warm start (and a trained
+    vocabulary) never sees their demonstrations. With `schedule.prompt_pool: rl_only`, RL plays
+    only problems the policy was never shown solved, so what it gains there is not recall."""
+
     def __post_init__(self):
+        if self.rl_only < 0:
+            raise ValueError(f"rl_only: must be >= 0 (got {self.rl_only})")
         modes = ("full", "outcome", "none")
         if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
             raise ValueError(
@@ -97,7 +105,7 @@ def weights_recipe(model: ModelArgs, task_key: dict) -> tuple[dict, str] | None:
         "version": WARM_START_VERSION,
         "base": model.path if model.preset is None else {"tiny": tiny_key(model.tiny)},
         "task": task_key,
-        "warm_start": asdict(model.warm_start) if model.warm_start else None,
+        "warm_start": warm_start_key(model.warm_start) if model.warm_start else None,
     }
     if model.warm_start and model.warm_start.hindsight_fraction > 0:
         from algorithms.hp_rlvr import HindsightTemplate
@@ -125,7 +133,9 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         staging = target.with_name(key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         if model.preset == "tiny":
-            save_tiny(model.tiny, staging, corpus=task_corpus(task) if model.tiny.vocabulary else None)
+            save_tiny(
+                model.tiny, staging, corpus=task_corpus(task, model.warm_start) if model.tiny.vocabulary else None
+            )
             base = staging
         else:
             base = Path(model.path)
@@ -145,9 +155,19 @@ def tiny_key(config: TinyConfig) -> dict:
     return {k: v for k, v in asdict(config).items() if not (k == "vocabulary" and v == 0)}
 
 
-def task_corpus(task: Task) -> list[str]:
-    """The texts a tiny model's trained vocabulary is built from: the training problems."""
-    return [p.prompt + p.demonstration for p in task.train_problems()]
+def warm_start_key(args: WarmStartArgs) -> dict:
+    # As tiny_key: a default that did not exist when earlier caches were written stays out.
+    return {k: v for k, v in asdict(args).items() if not (k == "rl_only" and v == 0)}
+
+
+def demonstrated(task: Task, args: WarmStartArgs | None) -> Sequence[Problem]:
+    """The training problems the warm start learns from: all but the first `rl_only`."""
+    return task.train_problems()[args.rl_only if args else 0 :]
+
+
+def task_corpus(task: Task, args: WarmStartArgs | None = None) -> list[str]:
+    """The texts a tiny model's trained vocabulary is built from: the demonstrated problems."""
+    return [p.prompt + p.demonstration for p in demonstrated(task, args)]
 
 
 class Demonstrations(torch.utils.data.IterableDataset):
@@ -163,16 +183,18 @@ class Demonstrations(torch.utils.data.IterableDataset):
         hindsight_fraction: float = 0.0,
         segments: int = 4,
         feedback: tuple[str, ...] = ("full",),
+        rl_only: int = 0,
     ):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
         self.hindsight_fraction, self.segments, self.feedback = hindsight_fraction, segments, tuple(feedback)
+        self.rl_only = rl_only
 
     def __iter__(self):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
 
         rng = random.Random(self.seed)
         tok, template = self.tokenizer, HindsightTemplate()
-        problems = [p for p in self.task.train_problems() if p.demonstration]
+        problems = [p for p in self.task.train_problems()[self.rl_only :] if p.demonstration]
         while True:
             rows = []
             for problem in rng.sample(problems, min(self.batch_size, len(problems))):
@@ -281,8 +303,8 @@ class SupervisedWarmStart(L.LightningModule):
 
 
 def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
-    if not any(p.demonstration for p in task.train_problems()):
-        raise ValueError("warm_start: the task has no demonstrations")
+    if not any(p.demonstration for p in demonstrated(task, args)):
+        raise ValueError("warm_start: the task has no demonstrations" + (" after rl_only" if args.rl_only else ""))
     L.seed_everything(args.seed, verbose=False)
     policy.train()
     module = SupervisedWarmStart(policy, args)
@@ -304,6 +326,7 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         args.hindsight_fraction,
         args.hindsight_segments,
         args.hindsight_feedback,
+        args.rl_only,
     )
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()

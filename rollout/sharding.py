@@ -17,6 +17,7 @@ whole rollout stage instead of gathering each layer at every token.
 from __future__ import annotations
 
 import types
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
@@ -28,6 +29,7 @@ from torch.distributed.fsdp import (
     fully_shard,
     register_fsdp_forward_method,
 )
+from torch.distributed.tensor import DTensor
 
 
 class FSDP2(ModelParallelStrategy):
@@ -102,3 +104,11 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's state one whole tensor at a time, on its device: under FSDP each gathered from
+    the shards as it is reached (a collective a tensor, so every process walks the same names in
+    the same order, and never holds more than one gathered tensor at once)."""
+    for name, tensor in model.state_dict().items():
+        yield name, (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach()

@@ -8,6 +8,10 @@ every update, so each step samples from exactly the weights the previous update 
 log-probs vLLM reports for its tokens are those of the distribution it sampled from
 (`logprobs_mode="processed_logprobs"`: after the temperature), the same quantity as ours.
 
+In a run of several processes (DDP or FSDP) each process has its own engine, which samples that
+process's share of the step's prompts; under FSDP the weights pushed are gathered from the shards
+one tensor at a time.
+
 A GRPO group is one request with `n = G` (the prompt is prefilled once). A multi-turn episode
 sends its whole context each turn, and the engine's prefix cache finds the turns before.
 """
@@ -15,15 +19,18 @@ sends its whole context each turn, and the engine's prefix cache finds the turns
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
+from rollout import distributed
 from rollout.batch import Problem, Rollouts, completed, concatenate, left_padded
 from rollout.conversation import Turn
 from rollout.decoding import SamplingArgs
 from rollout.prompting import render
+from rollout.sharding import full_weights
 
 
 class VLLMEngine:
@@ -31,11 +38,21 @@ class VLLMEngine:
     policy's config and tokenizer; its weights are pushed from the policy)."""
 
     def __init__(self, model, tokenizer, sampling: SamplingArgs, directory: str | Path, seed: int = 0):
+        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        self.directory, self.seed = str(directory), seed
+        self._prompt_ids: dict[str, list[int]] = {}
+
+    @cached_property
+    def llm(self):
+        """The engine, built on first use: in a run of several processes that is after Lightning
+        made the process group, which each process's engine then joins as its own data-parallel
+        rank (vLLM's `external_launcher`, as TRL colocates one engine a process). Every process
+        builds its engine at the same moment (`on_train_start`), a collective."""
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process
         threads = torch.get_num_threads()
         from vllm import LLM
 
-        self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
+        model, sampling = self.model, self.sampling
         length = model.config.max_position_embeddings
         if torch.cuda.is_available():
             memory = {"gpu_memory_utilization": sampling.vllm_memory_share}
@@ -48,31 +65,38 @@ class VLLMEngine:
             head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
             per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * width
             needed = sampling.batch_size * length * per_token
-            memory = {
-                "kv_cache_memory_bytes": int(min(needed, sampling.vllm_memory_share * psutil.virtual_memory().total))
-            }
-        self.llm = LLM(
-            model=str(directory),
+            share = sampling.vllm_memory_share * psutil.virtual_memory().total / distributed.world_size()
+            memory = {"kv_cache_memory_bytes": int(min(needed, share))}
+        launch = {}
+        if distributed.world_size() > 1:  # not a group of one, which a one-process engine makes itself
+            rank = distributed.rank()
+            os.environ["RANK"] = str(rank)  # vLLM's external launcher reads the torchrun variables
+            os.environ.setdefault("LOCAL_RANK", str(rank))
+            launch = {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": 1}
+        llm = LLM(
+            model=self.directory,
             # bf16 on a GPU, as samplers serve (the mismatch with the policy is recorded each step;
             # `update.tis_cap` corrects for it); the policy's float32 on a CPU
             dtype="bfloat16" if torch.cuda.is_available() else str(model.dtype).removeprefix("torch."),
-            seed=seed,
+            seed=self.seed + distributed.rank(),
             logprobs_mode="processed_logprobs",
             enable_prefix_caching=True,
             max_model_len=length,
             enforce_eager=not torch.cuda.is_available(),
             **memory,
+            **launch,
         )
         torch.set_num_threads(threads)  # vLLM's CPU worker sets its own; training keeps the run's
-        self._prompt_ids: dict[str, list[int]] = {}
-        self.push_weights()
+        reload(llm, self.model)  # the policy's weights, whatever the directory holds
+        return llm
 
     def push_weights(self) -> None:
-        """The policy's current weights into the engine, in place."""
-        runner = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner
-        with torch.no_grad():
-            state = {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
-        runner.reload_weights(weights_iterator=iter(state.items()))
+        """The policy's current weights into the engine, in place, one tensor at a time (under
+        FSDP each gathered from the shards as the engine reaches it)."""
+        if "llm" in self.__dict__:
+            reload(self.llm, self.model)
+        else:
+            self.llm  # a new engine is given them as it is built
 
     def prompt_ids(self, prompt: str) -> list[int]:
         ids = self._prompt_ids.get(prompt)
@@ -148,6 +172,12 @@ class VLLMEngine:
 
     def conversation(self, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool = False, group_size: int = 1):
         return VLLMConversation(self, stop_ids, max_new_tokens, greedy)
+
+
+def reload(llm, model: torch.nn.Module) -> None:
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    with torch.no_grad():
+        runner.reload_weights(weights_iterator=full_weights(model))
 
 
 class VLLMConversation:

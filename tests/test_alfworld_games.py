@@ -171,6 +171,32 @@ def test_a_worker_that_fails_raises_here(games, tmp_path):
         assert pool.reset([games[0]])[0].task == games[0].goal
 
 
+def test_workers_leave_when_the_harness_dies_without_closing(games):
+    """A harness killed before it closes its pool (no atexit, no `close`) must not leave its
+    workers waiting forever: each sees its pipe end and exits."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys; sys.path.insert(0, %r)\n"
+        "from tasks.alfworld.pool import EnvPool\n"
+        "pool = EnvPool(processes=2); pool.reset([%r, %r])\n"
+        "print(*[p.pid for p, _ in pool.workers], flush=True); os._exit(0)\n"
+    ) % (str(Path(__file__).parents[1]), str(games[0].path), str(games[1].path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    pids = [int(p) for p in done.stdout.split()]
+    assert len(pids) == 2, done.stderr[-2000:]
+    deadline = time.monotonic() + 20
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+    for pid in alive:
+        os.kill(pid, 9)
+    assert not alive
+
+
 def test_fast_env_matches_stock_textworld(games):
     commands = {g.game_id: ["look", "dance", *g.walkthrough[:3], "inventory", *g.walkthrough[3:]] for g in games[:3]}
     fast = AlfworldEnv(max_steps=50, fast=True)

@@ -129,16 +129,71 @@ def test_grpo_plays_alfworld_turn_by_turn_through_vllm(tmp_path):
     assert metrics["sampler/logprob_diff_max"].max() < 1e-4  # every turn's tokens, scored on the whole episode
 
 
-def test_vllm_with_several_processes_is_refused(tmp_path, capsys):
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_processes_each_sample_through_an_engine_of_their_own(tmp_path, strategy):
+    """Each process's engine samples its share of the step; after every update it must hold the
+    weights that update made (under FSDP gathered from both shards), so its log-probs equal the
+    policy's at every step, and the step-0 greedy evaluation equals one process sampling with ours."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harness.config import load_benchmark
+    from harness.driver import build_module
+
+    tests = Path(__file__).parent
+    spec = {
+        "name": "pair",
+        "task": {"class_path": "test_e2e.PromptParityReward", "init_args": {"train_size": 200, "eval_size": 20}},
+        "model": {"preset": "tiny", "tiny": TINY, "warm_start": {"steps": 20, "batch_size": 8}},
+        "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}}},
+        "seeds": [0],
+        "schedule": {"steps": 3, "prompts_per_step": 4},
+        "sampling": {"max_new_tokens": 10, "temperature": 0.7, "backend": "vllm", "vllm_memory_share": 0.05},
+        "evaluation": {"every": 3},
+        "trainer": {"devices": 2, "accelerator": "cpu", "strategy": strategy},
+    }
+    config = tmp_path / "two.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(config), "--results", str(tmp_path / "runs")],
+        cwd=tests.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "runs" / "pair" / "grpo-seed0"
+    metrics = pl.read_parquet(run / "metrics.parquet")
+    assert metrics["step"].to_list() == [1, 2, 3]
+    assert metrics["rollouts"].to_list() == [16] * 3  # both processes' shares
+    assert (metrics["grad_norm"] > 0).all()  # every update changed the weights the engines must follow
+    assert metrics["sampler/logprob_diff_max"].max() < 1e-4
+    assert metrics["distributed/weight_checksum_spread"].to_list() == [0.0] * 3
+
+    ours = {**spec, "sampling": {**spec["sampling"], "backend": "ours"}, "trainer": {"accelerator": "cpu"}}
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [ours]}))
+    benchmark = load_benchmark(config)
+    module, _ = build_module(benchmark.suites[0], "grpo", 0, benchmark.cache_dir)
+    start = pl.read_parquet(run / "eval.parquet").row(0, named=True)
+    assert start["step"] == 0 and 0 < start["accuracy"] < 1  # a value that could differ
+    assert start["accuracy"] == module.evaluate()["accuracy"]
+
+
+def test_vllm_with_offloaded_shards_is_refused(tmp_path, capsys):
     spec = {
         "name": "s",
         "task": {"class_path": "tasks.math.MathTask", "init_args": {"eval_size": 4}},
         "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 2}}},
         "schedule": {"steps": 1, "prompts_per_step": 2},
         "sampling": {"backend": "vllm"},
-        "trainer": {"devices": 2},
+        "trainer": {"devices": 2, "strategy": "fsdp", "cpu_offload": True, "accelerator": "gpu"},
     }
     config = tmp_path / "bad.yaml"
     config.write_text(yaml.safe_dump({"suites": [spec]}))
     assert main(["run", str(config)]) == 2
-    assert "suites[0].sampling.backend: vllm runs one engine in a one-process run" in capsys.readouterr().err
+    assert "suites[0].trainer.cpu_offload: the vllm backend gathers the policy's shards" in capsys.readouterr().err

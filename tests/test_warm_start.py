@@ -71,3 +71,30 @@ def test_layout_packs_mixed_lengths_and_pads_similar_ones():
     assert len(mixed) == 1 and "position_ids" in mixed[0]
     similar = layout(rows_of((30, 34, 38, 40, 36, 32)), pad_id=0)
     assert len(similar) == 2 and all("attention_mask" in part for part in similar)
+
+
+def test_rl_only_problems_are_never_demonstrated_nor_in_the_vocabulary():
+    """The first `rl_only` training problems stay out of the warm start's batches and out of the
+    corpus a trained vocabulary is built from; the rest are all drawn."""
+    import itertools
+
+    import pytest
+
+    from harness.models import Demonstrations, task_corpus
+    from harness.tiny import build_tokenizer
+    from tasks.math import MathTask
+
+    task = MathTask(train_size=40, eval_size=4)
+    tokenizer = build_tokenizer()
+    args = WarmStartArgs(rl_only=25)
+    kept = {p.prompt for p in task.train_problems()[25:]}
+    drawn = set()
+    for batch in itertools.islice(iter(Demonstrations(task, tokenizer, 8, 0, rl_only=args.rl_only)), 30):
+        for part in batch["parts"]:
+            text = "".join(tokenizer.decode(row) for row in part["input_ids"].tolist())
+            drawn |= {p for p in kept if p in text}
+            assert not any(p.prompt in text for p in task.train_problems()[:25])
+    assert drawn == kept
+    assert task_corpus(task, args) == [p.prompt + p.demonstration for p in task.train_problems()[25:]]
+    with pytest.raises(ValueError, match="rl_only: must be >= 0"):
+        WarmStartArgs(rl_only=-1)

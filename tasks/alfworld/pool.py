@@ -74,7 +74,7 @@ class EnvPool:
             # fork: the worker starts with this process's parsed games and translations, and
             # never touches the accelerator or torch this process may hold
             process = multiprocessing.get_context("fork").Process(
-                target=_serve, args=(theirs, self.fast, self.list_help), daemon=True
+                target=_serve, args=(theirs, ours, self.fast, self.list_help), daemon=True
             )
             process.start()
             theirs.close()
@@ -123,8 +123,9 @@ def _step(envs: list[AlfworldEnv], commands: Sequence[str | None]) -> list[StepR
     return [None if command is None or env.done else env.step(command) for env, command in zip(envs, commands)]
 
 
-def _serve(connection: Any, fast: bool, list_help: bool) -> None:
-    """A worker of `EnvPool`: its share of the games, until told None."""
+def _serve(connection: Any, parents_end: Any, fast: bool, list_help: bool) -> None:
+    """A worker of `EnvPool`: its share of the games, until told None or the harness is gone."""
+    parents_end.close()  # the fork's copy of it: held here, it would keep EOF from ever coming
     envs: list[AlfworldEnv] = []
     while True:
         try:
