@@ -1,18 +1,14 @@
 """Two processes on one step (trainer.devices: 2, DDP over gloo on CPU), run as a user would."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
 import yaml
+from harness_cli import run_harness
 
 from rollout import distributed
-
-TESTS = Path(__file__).parent
 
 
 def test_shards_are_contiguous_and_give_the_step_back():
@@ -45,15 +41,7 @@ def run_suite(tmp_path: Path, devices: int) -> Path:
     config = tmp_path / f"devices{devices}.yaml"
     config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
     results = tmp_path / f"results{devices}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(config), "--results", str(results)],
-        cwd=TESTS.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_harness(config, results)
     assert done.returncode == 0, done.stderr[-3000:]
     return results / "pair"
 

@@ -1,18 +1,16 @@
 """FSDP2 over two CPU processes (gloo), run as a user would: `trainer: {strategy: fsdp}`."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
 import yaml
+from harness_cli import run_harness
 from test_e2e import PromptParityReward
 from transformers import AutoModelForCausalLM
 
-TESTS = Path(__file__).parent
 ALGORITHMS = {
     "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}},
     "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}},
@@ -65,18 +63,8 @@ def run(
     config = tmp_path / f"{name}.yaml"
     tmp_path.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    env.pop("RLVR_TEST_CRASH_AT", None)
-    if crash_at is not None:
-        env["RLVR_TEST_CRASH_AT"] = str(crash_at)
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(config), "--results", str(tmp_path / "runs")],
-        cwd=TESTS.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    crash = {} if crash_at is None else {"RLVR_TEST_CRASH_AT": str(crash_at)}
+    done = run_harness(config, tmp_path / "runs", **crash)
     if crash_at is None:
         assert done.returncode == 0, done.stderr[-3000:]
     else:

@@ -135,15 +135,11 @@ def test_two_processes_each_sample_through_an_engine_of_their_own(tmp_path, stra
     """Each process's engine samples its share of the step; after every update it must hold the
     weights that update made (under FSDP gathered from both shards), so its log-probs equal the
     policy's at every step, and the step-0 greedy evaluation equals one process sampling with ours."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from harness_cli import run_harness
 
     from harness.config import load_benchmark
     from harness.driver import build_module
 
-    tests = Path(__file__).parent
     spec = {
         "name": "pair",
         "task": {"class_path": "test_e2e.PromptParityReward", "init_args": {"train_size": 200, "eval_size": 20}},
@@ -157,15 +153,7 @@ def test_two_processes_each_sample_through_an_engine_of_their_own(tmp_path, stra
     }
     config = tmp_path / "two.yaml"
     config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)])}
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "run", str(config), "--results", str(tmp_path / "runs")],
-        cwd=tests.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_harness(config, tmp_path / "runs")
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp_path / "runs" / "pair" / "grpo-seed0"
     metrics = pl.read_parquet(run / "metrics.parquet")
