@@ -134,7 +134,11 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         shutil.rmtree(staging, ignore_errors=True)
         if model.preset == "tiny":
             save_tiny(
-                model.tiny, staging, corpus=task_corpus(task, model.warm_start) if model.tiny.vocabulary else None
+                model.tiny,
+                staging,
+                corpus=task_corpus(task, model.warm_start.rl_only if model.warm_start else 0)
+                if model.tiny.vocabulary
+                else None,
             )
             base = staging
         else:
@@ -160,14 +164,14 @@ def warm_start_key(args: WarmStartArgs) -> dict:
     return {k: v for k, v in asdict(args).items() if not (k == "rl_only" and v == 0)}
 
 
-def demonstrated(task: Task, args: WarmStartArgs | None) -> Sequence[Problem]:
+def demonstrated(task: Task, rl_only: int = 0) -> Sequence[Problem]:
     """The training problems the warm start learns from: all but the first `rl_only`."""
-    return task.train_problems()[args.rl_only if args else 0 :]
+    return task.train_problems()[rl_only:]
 
 
-def task_corpus(task: Task, args: WarmStartArgs | None = None) -> list[str]:
+def task_corpus(task: Task, rl_only: int = 0) -> list[str]:
     """The texts a tiny model's trained vocabulary is built from: the demonstrated problems."""
-    return [p.prompt + p.demonstration for p in demonstrated(task, args)]
+    return [p.prompt + p.demonstration for p in demonstrated(task, rl_only)]
 
 
 class Demonstrations(torch.utils.data.IterableDataset):
@@ -194,7 +198,7 @@ class Demonstrations(torch.utils.data.IterableDataset):
 
         rng = random.Random(self.seed)
         tok, template = self.tokenizer, HindsightTemplate()
-        problems = [p for p in self.task.train_problems()[self.rl_only :] if p.demonstration]
+        problems = [p for p in demonstrated(self.task, self.rl_only) if p.demonstration]
         while True:
             rows = []
             for problem in rng.sample(problems, min(self.batch_size, len(problems))):
@@ -303,7 +307,7 @@ class SupervisedWarmStart(L.LightningModule):
 
 
 def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
-    if not any(p.demonstration for p in demonstrated(task, args)):
+    if not any(p.demonstration for p in demonstrated(task, args.rl_only)):
         raise ValueError("warm_start: the task has no demonstrations" + (" after rl_only" if args.rl_only else ""))
     L.seed_everything(args.seed, verbose=False)
     policy.train()

@@ -96,7 +96,7 @@ class VLLMEngine:
         if "llm" in self.__dict__:
             reload(self.llm, self.model)
         else:
-            self.llm  # a new engine is given them as it is built
+            _ = self.llm  # building the engine pushes them
 
     def prompt_ids(self, prompt: str) -> list[int]:
         ids = self._prompt_ids.get(prompt)

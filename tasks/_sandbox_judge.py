@@ -1,8 +1,9 @@
 """pid 2 of a sandbox run, trusted: start the candidate and run the tests against it.
 
 `_run_judge` forks the candidate, which execs a fresh interpreter running `_sandbox_candidate.py`
-(limits, private uid, no_new_privs and the system-call filter applied before the exec), then runs the tests in this process with each of the program's functions bound to a proxy
-that calls it across the process boundary and gets plain data back (the canonical form of
+(limits, private uid, no_new_privs and the system-call filter applied before the exec), then
+runs the tests in this process with each of the program's functions bound to a proxy that calls
+it across the process boundary and gets plain data back (the canonical form of
 `_sandbox_candidate.py`, parsed here against a strict schema). The candidate never holds the
 tests, the token or the result pipe. Standard library only: this runs under `python -S`.
 """

@@ -171,7 +171,7 @@ def test_a_worker_that_fails_raises_here(games, tmp_path):
         assert pool.reset([games[0]])[0].task == games[0].goal
 
 
-def test_workers_leave_when_the_harness_dies_without_closing(games):
+def test_workers_leave_when_the_harness_dies_without_closing(games, tmp_path):
     """A harness killed before it closes its pool (no atexit, no `close`) must not leave its
     workers waiting forever: each sees its pipe end and exits."""
     import os
@@ -185,9 +185,12 @@ def test_workers_leave_when_the_harness_dies_without_closing(games):
         "pool = EnvPool(processes=2); pool.reset([%r, %r])\n"
         "print(*[p.pid for p, _ in pool.workers], flush=True); os._exit(0)\n"
     ) % (str(Path(__file__).parents[1]), str(games[0].path), str(games[1].path))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    pids = [int(p) for p in done.stdout.split()]
-    assert len(pids) == 2, done.stderr[-2000:]
+    # into files, not pipes: workers that never leave would hold a pipe open and stall the run
+    out, err = tmp_path / "pids", tmp_path / "stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        subprocess.run([sys.executable, "-c", script], stdout=stdout, stderr=stderr, timeout=120)
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2, err.read_text()[-2000:]
     deadline = time.monotonic() + 20
     while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -95,6 +95,6 @@ def test_rl_only_problems_are_never_demonstrated_nor_in_the_vocabulary():
             drawn |= {p for p in kept if p in text}
             assert not any(p.prompt in text for p in task.train_problems()[:25])
     assert drawn == kept
-    assert task_corpus(task, args) == [p.prompt + p.demonstration for p in task.train_problems()[25:]]
+    assert task_corpus(task, args.rl_only) == [p.prompt + p.demonstration for p in task.train_problems()[25:]]
     with pytest.raises(ValueError, match="rl_only: must be >= 0"):
         WarmStartArgs(rl_only=-1)
