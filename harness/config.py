@@ -102,7 +102,10 @@ class Suite:
 
     def task_key(self) -> dict:
         """What identifies the task in a starting-weights recipe."""
-        return {"class_path": self.task.class_path, "init_args": self.task.init_args}
+        version = self.task.resolve().version
+        return {"class_path": self.task.class_path, "init_args": self.task.init_args} | (
+            {"version": version} if version else {}  # 0 stays out: earlier caches keep their keys
+        )
 
     def algorithm_settings(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the algorithm's own init_args, its settings with overrides applied)."""

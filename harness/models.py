@@ -156,7 +156,11 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
 
 def tiny_key(config: TinyConfig) -> dict:
     # A default that did not exist when earlier caches were written stays out of their key.
-    return {k: v for k, v in asdict(config).items() if not (k == "vocabulary" and v == 0)}
+    return {
+        k: v
+        for k, v in asdict(config).items()
+        if not ((k == "vocabulary" and v == 0) or (k == "split_digits" and not v))
+    }
 
 
 def warm_start_key(args: WarmStartArgs) -> dict:

@@ -39,10 +39,13 @@ class TinyConfig:
     (prompts and demonstrations), for tasks whose text is long and repetitive (ALFWorld's
     observations: a turn is hundreds of characters, tens of such tokens). Merges never cross a
     newline, so a line of text ends where a token ends."""
+    split_digits: bool = False
+    """With `vocabulary`: every digit stays a token of its own (as Qwen's tokenizer keeps them),
+    so a constant reads the same wherever it stands instead of fusing with the words around it."""
 
 
 def build_tokenizer(
-    corpus: Iterable[str] | None = None, vocabulary: int = 0, fill_to: int = 0
+    corpus: Iterable[str] | None = None, vocabulary: int = 0, fill_to: int = 0, split_digits: bool = False
 ) -> PreTrainedTokenizerFast:
     """Characters only, or (vocabulary > 0) a BPE trained on `corpus` over the same alphabet, so
     any printable text stays representable. Training is deterministic in the corpus. `fill_to`:
@@ -51,6 +54,10 @@ def build_tokenizer(
     if vocabulary:
         core = Tokenizer(models.BPE(unk_token=None))
         core.pre_tokenizer = pre_tokenizers.Split("\n", behavior="isolated")
+        if split_digits:
+            core.pre_tokenizer = pre_tokenizers.Sequence(
+                [core.pre_tokenizer, pre_tokenizers.Digits(individual_digits=True)]
+            )
         trainer = trainers.BpeTrainer(
             vocab_size=vocabulary, special_tokens=[PAD, EOS], initial_alphabet=CHARACTERS, show_progress=False
         )
@@ -88,7 +95,7 @@ def save_tiny(config: TinyConfig, directory: Path, corpus: Iterable[str] | None 
     `corpus`: the texts a `vocabulary` > 0 is trained on."""
     if config.vocabulary and corpus is None:
         raise ValueError("tiny.vocabulary > 0 needs a corpus to train the tokenizer on")
-    tokenizer = build_tokenizer(corpus, config.vocabulary)
+    tokenizer = build_tokenizer(corpus, config.vocabulary, split_digits=config.split_digits)
     model = build_model(config, tokenizer)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -17,6 +17,10 @@ __all__ = ["Problem", "Task", "Verdict"]  # the problem and verdict types live w
 class Task(abc.ABC):
     """A task family. Splits must be deterministic in the task's arguments (seeded)."""
 
+    version: int = 0
+    """Bump when the same arguments make other problems or splits: it is part of the task's key,
+    so warm starts cached for the old problems are not reused."""
+
     supports_chat: bool = True
     """Whether its prompts may go through a chat template (`sampling.chat`): single-turn tasks'
     can; a multi-turn task would need each turn rendered as a message of its own."""

@@ -140,8 +140,14 @@ def parse_body(text: str) -> tuple[list[Step], str] | None:
 
 
 def generate_pipeline(rng: random.Random, spec: Pipelines) -> tuple[list[Step], str]:
+    """A pipeline drawn uniformly from all those of min..max steps: each step count as often as
+    it has pipelines, so that drawing distinct problems until one count runs out does not leave
+    the held-out split (drawn first) with more short problems than the training split."""
+    with_constant = len(MAPS) + len(FILTERS) - len(UNARY)
+    choices = len(UNARY) + with_constant * (spec.max_constant - 1)  # constants 2..max_constant
+    counts = range(spec.min_steps, spec.max_steps + 1)
     steps = []
-    for _ in range(rng.randint(spec.min_steps, spec.max_steps)):
+    for _ in range(rng.choices(counts, weights=[choices**n for n in counts])[0]):
         kind = rng.choice([*MAPS, *FILTERS])
         steps.append((kind, 0 if kind in UNARY else rng.randint(2, spec.max_constant)))
     return steps, rng.choice(list(REDUCTIONS))
@@ -162,6 +168,8 @@ def render_tests(cases: Sequence[tuple[list[int], object]]) -> str:
 
 class CodeTask(Task):
     """Generated pipelines (default) or HumanEval (`source: humaneval`)."""
+
+    version = 1  # 1: step counts drawn uniformly over pipelines (0 held out more one-step problems)
 
     def __init__(
         self,

@@ -20,6 +20,18 @@ def test_splits_are_seeded_and_disjoint(task):
     assert [p.id for p in other.eval_problems()] != [p.id for p in task.eval_problems()]
 
 
+def test_held_out_and_training_problems_have_the_same_mix_of_lengths():
+    """Drawn distinct until the one-step pipelines run out, the held-out split (drawn first) once
+    held far more one-step problems than training: a skill training never asked for."""
+    task = CodeTask(difficulty={"min_steps": 1, "max_steps": 2}, train_size=4000, eval_size=500)
+    share = {
+        split: sum(len(task.pipelines[p.id][0]) == 1 for p in problems) / len(problems)
+        for split, problems in (("train", task.train_problems()), ("eval", task.eval_problems()))
+    }
+    one_step = 43 / (43 + 43**2)  # 5 steps with 8 constants each and 3 without; 43**2 two-step
+    assert abs(share["eval"] - one_step) < 0.02 and abs(share["train"] - one_step) < 0.02
+
+
 def test_difficulty_sets_the_number_of_steps():
     task = CodeTask(difficulty={"min_steps": 3, "max_steps": 3}, train_size=50, eval_size=10)
     for problem in task.train_problems():

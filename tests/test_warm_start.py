@@ -98,3 +98,24 @@ def test_rl_only_problems_are_never_demonstrated_nor_in_the_vocabulary():
     assert task_corpus(task, args.rl_only) == [p.prompt + p.demonstration for p in task.train_problems()[25:]]
     with pytest.raises(ValueError, match="rl_only: must be >= 0"):
         WarmStartArgs(rl_only=-1)
+
+
+def test_split_digits_keeps_every_digit_a_token_and_earlier_keys():
+    """A vocabulary trained on the code task's texts fuses constants with the words beside them
+    ('6, add '); with `split_digits` each digit is a token of its own, and the option's default
+    stays out of the recipe key, so caches written before it existed keep theirs."""
+    from harness.models import tiny_key
+    from harness.tiny import TinyConfig, build_tokenizer
+    from tasks.code import CodeTask
+
+    task = CodeTask(train_size=200, eval_size=10)
+    corpus = [p.prompt + p.demonstration for p in task.train_problems()]
+    text = task.train_problems()[0].prompt
+    fused = build_tokenizer(corpus, vocabulary=400)
+    split = build_tokenizer(corpus, vocabulary=400, split_digits=True)
+    pieces = [split.decode([i]) for i in split(text, add_special_tokens=False).input_ids]
+    assert "".join(pieces) == text
+    assert all(len(p) == 1 for p in pieces if any(c.isdigit() for c in p))
+    assert any(len(p) > 1 and any(c.isdigit() for c in p) for p in map(fused.decode, fused(corpus[0]).input_ids))
+    assert "split_digits" not in tiny_key(TinyConfig(vocabulary=512))
+    assert tiny_key(TinyConfig(vocabulary=512, split_digits=True))["split_digits"] is True
