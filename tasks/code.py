@@ -77,6 +77,7 @@ REDUCTIONS = {
     "list": ("the list", "return xs", list),
 }
 UNARY = {"square", "even", "odd"}
+UNARY_ORDER = [kind for kind in [*MAPS, *FILTERS] if kind in UNARY]  # a set's order is not seeded
 
 
 @dataclass(frozen=True)
@@ -140,17 +141,14 @@ def parse_body(text: str) -> tuple[list[Step], str] | None:
 
 
 def generate_pipeline(rng: random.Random, spec: Pipelines) -> tuple[list[Step], str]:
-    """A pipeline drawn uniformly from all those of min..max steps: each step count as often as
-    it has pipelines, so that drawing distinct problems until one count runs out does not leave
-    the held-out split (drawn first) with more short problems than the training split."""
-    with_constant = len(MAPS) + len(FILTERS) - len(UNARY)
-    choices = len(UNARY) + with_constant * (spec.max_constant - 1)  # constants 2..max_constant
+    """A pipeline drawn uniformly from all those of min..max steps (each step count as often as it
+    has pipelines, each step one of the step choices with its constant)."""
+    choices = [(kind, 0) for kind in UNARY_ORDER] + [
+        (kind, k) for kind in [*MAPS, *FILTERS] if kind not in UNARY for k in range(2, spec.max_constant + 1)
+    ]
     counts = range(spec.min_steps, spec.max_steps + 1)
-    steps = []
-    for _ in range(rng.choices(counts, weights=[choices**n for n in counts])[0]):
-        kind = rng.choice([*MAPS, *FILTERS])
-        steps.append((kind, 0 if kind in UNARY else rng.randint(2, spec.max_constant)))
-    return steps, rng.choice(list(REDUCTIONS))
+    length = rng.choices(counts, weights=[len(choices) ** n for n in counts])[0]
+    return [rng.choice(choices) for _ in range(length)], rng.choice(list(REDUCTIONS))
 
 
 def random_list(rng: random.Random, spec: Pipelines) -> list[int]:
@@ -169,7 +167,7 @@ def render_tests(cases: Sequence[tuple[list[int], object]]) -> str:
 class CodeTask(Task):
     """Generated pipelines (default) or HumanEval (`source: humaneval`)."""
 
-    version = 1  # 1: step counts drawn uniformly over pipelines (0 held out more one-step problems)
+    version = 2  # 2: one pool split at random (0 and 1 drew the held-out split first; docs/tasks.md)
 
     def __init__(
         self,
@@ -209,9 +207,12 @@ class CodeTask(Task):
         if self.source == "humaneval":
             train, held_out = self._humaneval()
         else:
-            held_out = self._generate(random.Random(f"{self.seed}/eval"), self.eval_size, exclude=set())
-            exclude = {p.id for p in held_out}
-            train = self._generate(random.Random(f"{self.seed}/train"), self.train_size, exclude=exclude)
+            # One pool of distinct problems, split at random: the two splits are drawn alike
+            # whatever distinctness and the test rules reject (drawn one after the other, the
+            # held-out split took the kinds of problem that run out first).
+            pool = self._generate(random.Random(f"{self.seed}/problems"), self.eval_size + self.train_size)
+            random.Random(f"{self.seed}/split").shuffle(pool)
+            held_out, train = pool[: self.eval_size], pool[self.eval_size :]
         if self.answer_format == "fenced":
             train, held_out = [self.fenced(p) for p in train], [self.fenced(p) for p in held_out]
         return train, held_out
@@ -225,7 +226,7 @@ class CodeTask(Task):
             demonstration=f"```python\n{problem.prompt}{problem.demonstration}```",
         )
 
-    def _generate(self, rng: random.Random, count: int, exclude: set[str]) -> list[Problem]:
+    def _generate(self, rng: random.Random, count: int) -> list[Problem]:
         problems: dict[str, Problem] = {}
         attempts = 0
         while len(problems) < count:
@@ -234,7 +235,7 @@ class CodeTask(Task):
                 raise ValueError(f"difficulty {self.difficulty} has too few distinct problems for {count}")
             steps, reduction = generate_pipeline(rng, self.difficulty)
             solution = body(steps, reduction)
-            if solution in exclude or solution in problems:
+            if solution in problems:
                 continue
             example = random_list(rng, self.difficulty)
             while not example:

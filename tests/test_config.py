@@ -283,10 +283,10 @@ def test_an_annotation_named_only_for_type_checkers_does_not_break_validation(tm
 
 
 def test_a_task_version_is_in_its_key_and_version_0_stays_out():
-    """CodeTask's problems changed for the same arguments (its version 1): warm starts cached for
+    """CodeTask's problems changed for the same arguments (its version 2): warm starts cached for
     the old ones must not be found; a task at version 0 keeps the key it always had."""
     from harness.config import load_benchmark
 
     suites = {s.name: s for s in load_benchmark(Path(__file__).parents[1] / "benchmarks.yaml").suites}
-    assert suites["code"].task_key()["version"] == 1
+    assert suites["code"].task_key()["version"] == 2
     assert "version" not in suites["math"].task_key()
