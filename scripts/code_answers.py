@@ -9,15 +9,14 @@ Greedy answers on held-out and training problems are classed as `exact`, or by w
 `red` (another reduction), `nsteps` (a step too many or too few), `unparsed`; `passed, not exact`
 counts wrong bodies the hidden tests let through. Sampled at the given temperature with the
 harness's own engine: the mean reward, pass@k (one of k samples right) and the share of groups
-with both outcomes (those GRPO learns from). Judged by the task's trusted interpreter, not the
-sandbox: only the task's own grammar is ever interpreted.
+with both outcomes (those GRPO learns from). Judged as the warm start judges: an answer in the
+task's own grammar by interpreting its pipeline, any other in the sandbox (`verify_trusted`).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import json
 import random
 import sys
@@ -27,18 +26,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
 
+from harness.config import ClassSpec
 from harness.models import load_policy
 from rollout.decoding import RolloutEngine, SamplingArgs
-from tasks.code import parse_body, run_pipeline
+from tasks.code import parse_body
 
 
 def classify(task, problem, completion: str) -> tuple[bool, str]:
-    steps_want, reduction_want, cases = task.pipelines[problem.id]
+    passed = task.verify_trusted(problem, completion).reward == 1.0
     parsed = parse_body(completion)
     if parsed is None:
-        return task.verify_trusted(problem, completion).reward == 1.0, "unparsed"
-    steps, reduction = parsed
-    passed = all(run_pipeline(steps, reduction, xs) == want for xs, want in cases)
+        return passed, "unparsed"
+    (steps, reduction), (steps_want, reduction_want, _) = parsed, task.pipelines[problem.id]
     wrong = []
     if len(steps) != len(steps_want):
         wrong.append("nsteps")
@@ -59,8 +58,15 @@ def main() -> None:
     args = parser.parse_args()
 
     recipe = json.loads((args.policy / "recipe.json").read_text())
-    module, _, name = recipe["task"]["class_path"].rpartition(".")
-    task = getattr(importlib.import_module(module), name)(**recipe["task"]["init_args"])
+    cls = ClassSpec(recipe["task"]["class_path"]).resolve()
+    made, current = recipe["task"].get("version", 0), cls.version
+    if made != current:
+        print(
+            f"{args.policy}: warm-started on version {made} of the task's problems; this tree makes {current}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    task = cls(**recipe["task"]["init_args"])
     model, tokenizer = load_policy(args.policy)
     model.eval()
     torch.manual_seed(0)
