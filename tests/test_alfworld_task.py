@@ -28,6 +28,34 @@ def test_demonstrations_win_and_tokenise_with_loss_on_commands_only(task, tiny_d
         assert task.verify(problem, problem.demonstration).reward == 1.0  # detours included
 
 
+def looked_before_taking(problem) -> int:
+    """How many receptacles a demonstration went to or examined before its first take, checking
+    that it takes only what an earlier answer showed."""
+    shown, looked = problem.prompt, 0
+    for command, answer in split_demonstration(problem.demonstration):
+        if command.startswith("take "):
+            assert command.removeprefix("take ").split(" from ")[0] in shown
+            return looked
+        looked += command.startswith(("go to ", "examine "))
+        shown += answer
+    return looked
+
+
+def test_searching_demonstrations_look_before_they_take_and_win(tmp_path):
+    args = dict(train_games=12, eval_games=1, max_turns=20, cache_dir=str(tmp_path))
+    search, direct = AlfworldTask(expert="search", **args), AlfworldTask(detour_rate=0.0, **args)
+    assert [p.id for p in search.train_problems()] == [p.id for p in direct.train_problems()]
+    for problem in search.train_problems():
+        assert search.verify(problem, problem.demonstration).reward == 1.0
+    # the walkthrough goes straight to the object; the searcher finds it in the first receptacle
+    # it looks into only where its seeded order happens to start there
+    assert {looked_before_taking(p) for p in direct.train_problems()} == {1}
+    searched = [looked_before_taking(p) for p in search.train_problems()]
+    assert min(searched) >= 1 and sum(searched) / len(searched) > 1.5
+    with pytest.raises(ValueError, match="expert"):
+        AlfworldTask(expert="oracle")
+
+
 def test_an_invalid_command_is_a_turn_and_fails(task):
     problem = task.train_problems()[0]
     verdict = task.verify(problem, "dance\n> " * 9 + "dance\n")

@@ -21,7 +21,9 @@ Games come from `tasks.alfworld.generation` (generated over the alfworld package
 layouts, or the official ones under $ALFWORLD_DATA). Demonstrations for the warm start are the
 games' expert walkthroughs with random detours ("go to" a receptacle the expert had no reason
 to visit) replayed in the engine: the expert knows where the object is; a policy must look, and
-the detours show it looking, and fail often enough for RL to matter.
+the detours show it looking, and fail often enough for RL to matter. `expert: search` has
+demonstrations that look for each object instead (`tasks.alfworld.search`): on games it never
+saw, a policy that imitated the walkthrough can only guess where an object lies.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -44,6 +46,7 @@ from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
 from tasks.alfworld.pool import EnvPool
+from tasks.alfworld.search import searched
 from tasks.base import Problem, Task, Verdict
 
 if TYPE_CHECKING:
@@ -93,13 +96,16 @@ class AlfworldTask(Task):
         seed: int = 0,
         max_turns: int = 12,
         detour_rate: float = 0.3,
+        expert: Literal["direct", "search"] = "direct",
         show_admissible: bool = False,
         cache_dir: str = ".cache/alfworld",
         official_root: str | None = None,
         env_processes: int | None = None,
     ):
-        """max_turns: commands per episode (an invalid one counts). detour_rate: chance of a
-        detour before each of the expert's moves in a demonstration. env_processes: worker
+        """max_turns: commands per episode (an invalid one counts). expert: whose play the
+        demonstrations are: "direct", the walkthrough, which goes straight to the objects, with a
+        detour before each of its moves at `detour_rate`; "search", `tasks.alfworld.search`'s,
+        which looks for each object until it shows (no detours). env_processes: worker
         processes that step the rollouts' games (`EnvPool`); None: one per CPU core, at most 8;
         0: in this process."""
         if source not in ("generated", "official"):
@@ -107,12 +113,15 @@ class AlfworldTask(Task):
         for name, value in (("train_games", train_games), ("eval_games", eval_games), ("max_turns", max_turns)):
             if value < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {value})")
+        if expert not in ("direct", "search"):
+            raise ValueError(f"expert: expected 'direct' or 'search', got {expert!r}")
         if not 0 <= detour_rate <= 1:
             raise ValueError(f"detour_rate: must be in [0, 1] (got {detour_rate})")
         self.source, self.task_types = source, tuple(task_types)
         self.train_games, self.eval_games, self.seed = train_games, eval_games, seed
         self.size = GameSize(**size) if isinstance(size, dict) else size or GameSize()
         self.max_turns, self.detour_rate, self.show_admissible = max_turns, detour_rate, show_admissible
+        self.expert = expert
         self.cache_dir, self.official_root = Path(cache_dir), official_root
         if env_processes is not None and env_processes < 0:
             raise ValueError(f"env_processes: expected >= 0, got {env_processes}")
@@ -169,10 +178,10 @@ class AlfworldTask(Task):
         return self._splits[1]
 
     def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
-        """The expert's walkthrough with seeded detours, replayed; cached beside the game."""
-        cached = Path(game.path).with_name(
-            f"demonstration-{self.detour_rate}-{self.max_turns}-{int(self.show_admissible)}.json"
-        )
+        """The expert's play (walkthrough with seeded detours, or search), replayed; cached beside
+        the game."""
+        style = f"{self.detour_rate}" if self.expert == "direct" else self.expert  # direct: earlier caches' names
+        cached = Path(game.path).with_name(f"demonstration-{style}-{self.max_turns}-{int(self.show_admissible)}.json")
         if cached.exists():
             data = json.loads(cached.read_text())
             return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
@@ -181,6 +190,10 @@ class AlfworldTask(Task):
         prompt = PROMPT.format(task=start.task, observation=start.observation)
         if self.show_admissible:
             prompt = prompt.removesuffix("> ") + f"Commands: {', '.join(start.admissible)}\n> "
+        if self.expert == "search":
+            played = searched(env, start.admissible, game.walkthrough, rng)
+            turns = [(c, answer_text(r.observation, r.done, r.admissible, self.show_admissible)) for c, r in played]
+            return self._cache(cached, Transcript(prompt, tuple(turns), bool(played) and played[-1][1].won))
         turns, admissible, won = [], start.admissible, False
         spare = self.max_turns - len(game.walkthrough)
         for command in game.walkthrough:
@@ -199,10 +212,13 @@ class AlfworldTask(Task):
             turns.append(
                 (command, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
             )
-        transcript = Transcript(prompt, tuple(turns), won)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
-        tmp.write_text(json.dumps({"prompt": prompt, "turns": turns, "won": won}))
-        tmp.replace(cached)
+        return self._cache(cached, Transcript(prompt, tuple(turns), won))
+
+    @staticmethod
+    def _cache(path: Path, transcript: Transcript) -> Transcript:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
+        tmp.write_text(json.dumps({"prompt": transcript.prompt, "turns": transcript.turns, "won": transcript.won}))
+        tmp.replace(path)
         return transcript
 
     # ---- warm start: loss on the commands only
