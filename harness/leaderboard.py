@@ -86,6 +86,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
         # each held-out problem's reward at the last evaluation (runs recorded before these were
         # kept have none: their accuracy carries no interval)
         last_rewards = evals["rewards"][-1].to_list() if "rewards" in evals.columns else None
+        first_rewards = evals["rewards"][0].to_list() if "rewards" in evals.columns else None
         rows.append(
             {
                 "suite": info["suite"],
@@ -114,6 +115,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "memory_estimate_mb": info.get("memory_estimate_mb"),
                 "reward_mean": float(metrics["reward"].mean()),
                 "final_rewards": last_rewards,
+                "first_rewards": first_rewards,
                 **{f"{c}_after": evals[c][-1] if c in evals.columns else None for c in sampled},
                 **{f"{stage}_s": float(metrics[f"timing_s/{stage}"].sum()) for stage in STAGES},
             }
@@ -131,7 +133,8 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     the algorithm's on the same seed (a pair), averaged over the seeds both finished. The final
     held-out accuracy has an exact binomial interval (its problems pooled over seeds), and each
     algorithm is tested against the baseline on the same problems (`paired_p`): `vs_baseline`
-    says whether its final accuracy is higher or lower beyond noise (p < 0.05)."""
+    says whether its final accuracy is higher or lower beyond noise (p < 0.05). `acc_gain_p`
+    tests the algorithm's own end against its start the same way, on the same problems."""
     baseline = runs.filter(pl.col("algorithm") == pl.col("baseline")).select(
         "suite",
         "task",
@@ -160,6 +163,8 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         finals = g["final_rewards"].to_list()
         items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
         pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
+        starts = g["first_rewards"].to_list() if "first_rewards" in g.columns else [None]
+        own = [(m, s) for m, s in zip(finals, starts) if m is not None and s is not None]
         compared = bool(pairs) and algorithm != g["baseline"][0]
         p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
         detectable = detectable_difference([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
@@ -188,6 +193,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "acc_after_ci95": binomial_ci95(sum(sum(r) for r in finals), items) if items else None,
                 "acc_gain": float(gain.mean()),
                 "acc_gain_ci95": ci95(gain),
+                "acc_gain_p": paired_p([m for m, _ in own], [s for _, s in own]) if own else None,
                 "vs_baseline_p": p,
                 "vs_baseline": None
                 if p is None

@@ -38,6 +38,7 @@ def runs(baseline: str) -> pl.DataFrame:
                     "grad_norm_records": 10,
                     "tokens_generated": 100,
                     "final_rewards": FINAL[algorithm, seed],
+                    "first_rewards": FINAL["grpo", seed],
                     "updates_per_step": 1,
                     "prompts_per_update": 4,
                     "lr": 3e-5 if algorithm == "grpo" else 5e-6,
@@ -173,3 +174,14 @@ def test_the_gain_is_after_minus_before_with_its_interval_over_seeds():
     row = aggregate(runs("grpo")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert row["acc_gain"] == pytest.approx(0.015)
     assert row["acc_gain_ci95"] == pytest.approx(12.70620474 * 0.00707106781 / 2**0.5)  # t(0.975, 1)
+
+
+def test_the_gain_is_tested_end_against_start_on_the_same_problems():
+    # both seeds start where GRPO ends: HP-RLVR then solved 4 + 5 problems more and 1 fewer
+    board = aggregate(runs("grpo"))
+    hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    assert hp["acc_gain_p"] == pytest.approx(22 / 1024)  # as 9 against 1 above
+    grpo = board.filter(pl.col("algorithm") == "grpo").row(0, named=True)
+    assert grpo["acc_gain_p"] == 1.0  # no problem changed
+    before = runs("grpo").drop("first_rewards")  # runs recorded before first rewards were kept
+    assert aggregate(before)["acc_gain_p"].to_list() == [None, None]

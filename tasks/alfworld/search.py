@@ -4,8 +4,9 @@ A walkthrough goes straight to where its object lies, which the room's first des
 not say, so a policy that imitates it learns where objects lay in the games it saw. This expert
 keeps the walkthrough's actions (take, move, heat/cool/clean, use) and finds each object they
 need by visiting the room's receptacles in a seeded order, opening the closed ones, until an
-object of that kind shows; it remembers what it has seen, and takes the first of the kind it
-finds (any apple does for "put an apple in the fridge"; the replay checks that the game is won).
+object of that kind shows. It remembers what it has seen, and takes the walkthrough's own object
+where it has seen that one, else the first of the kind it saw (any apple does for "put an apple
+in the fridge"; the task replays every demonstration to its outcome).
 """
 
 from __future__ import annotations
