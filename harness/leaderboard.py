@@ -163,8 +163,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         finals = g["final_rewards"].to_list()
         items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
         pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
-        starts = g["first_rewards"].to_list() if "first_rewards" in g.columns else [None]
-        own = [(m, s) for m, s in zip(finals, starts) if m is not None and s is not None]
+        own = [(m, s) for m, s in zip(finals, g["first_rewards"].to_list()) if m is not None and s is not None]
         compared = bool(pairs) and algorithm != g["baseline"][0]
         p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
         detectable = detectable_difference([m for m, _ in pairs], [b for _, b in pairs]) if compared else None

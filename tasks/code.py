@@ -76,8 +76,7 @@ REDUCTIONS = {
     "count": ("how many remain", "return len(xs)", len),
     "list": ("the list", "return xs", list),
 }
-UNARY = {"square", "even", "odd"}
-UNARY_ORDER = [kind for kind in [*MAPS, *FILTERS] if kind in UNARY]  # a set's order is not seeded
+UNARY = ("square", "even", "odd")  # the steps without a constant; ordered, as draws read it
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ def parse_body(text: str) -> tuple[list[Step], str] | None:
 def generate_pipeline(rng: random.Random, spec: Pipelines) -> tuple[list[Step], str]:
     """A pipeline drawn uniformly from all those of min..max steps (each step count as often as it
     has pipelines, each step one of the step choices with its constant)."""
-    choices = [(kind, 0) for kind in UNARY_ORDER] + [
+    choices = [(kind, 0) for kind in UNARY] + [
         (kind, k) for kind in [*MAPS, *FILTERS] if kind not in UNARY for k in range(2, spec.max_constant + 1)
     ]
     counts = range(spec.min_steps, spec.max_steps + 1)
