@@ -12,7 +12,7 @@ import random
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Sequence
 
 import lightning as L
 import numpy as np
@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
+from algorithms.loss import UpdateArgs, policy_loss
 from rollout import distributed
 from rollout.batch import Rollouts, concatenate
 from rollout.decoding import RolloutEngine, SamplingArgs
@@ -38,24 +39,6 @@ class OptimArgs:
     max_grad_norm: float = 1.0
     """Clip threshold of the policy's gradient, and separately of a critic's. The recorded
     `grad_norm` is the policy's total norm before clipping (`critic/grad_norm` the critic's)."""
-
-
-@dataclass
-class UpdateArgs:
-    clip_eps: float = 0.2
-    minibatches: int = 1
-    """Optimizer updates per step per epoch: the step's prompts (with all their rollouts) split
-    into this many equal parts, so it must divide them. Each update is one gradient-norm record."""
-    epochs: int = 1
-    loss_aggregation: Literal["token-mean", "sequence-mean"] = "token-mean"
-    """token-mean: every eligible token of the mini-batch weighs the same (DAPO, TRL's default);
-    sequence-mean: mean over each rollout's tokens, then over rollouts (the original GRPO)."""
-    kl_coef: float = 0.0
-    """Weight of a k3 KL penalty to the starting policy; 0 keeps no reference model."""
-    tis_cap: float | None = None
-    """Truncated importance sampling for a sampler that is not the policy (vLLM): each token's
-    loss weighted by min(pi_old / pi_sampler, tis_cap), pi_old the policy's own recomputed
-    probability at the weights that sampled (Yao et al., 2025). None: no correction."""
 
 
 @dataclass
@@ -120,6 +103,10 @@ class RLVRModule(L.LightningModule):
     """Base of every algorithm. Subclasses set `group_size` and implement `credit`."""
 
     group_size: int = 1
+    update_overrides: ClassVar[dict[str, Any]] = {}
+    """`update` settings the algorithm is defined by (DAPO's clip_high, GSPO's ratio_level), applied
+    over the suite's and under the algorithm's own `init_args.update`: they stand in its spec and
+    in the leaderboard's `own_settings` like any other setting."""
 
     def __init__(
         self,
@@ -167,6 +154,11 @@ class RLVRModule(L.LightningModule):
         were already checked against the constructor's annotations."""
 
     @classmethod
+    def check_task(cls, task: type[Task], args: dict[str, Any]) -> None:
+        """Refuse a task the algorithm cannot serve (step-level credit on a single-turn task):
+        raise ValueError("the reason, in one line")."""
+
+    @classmethod
     def critic_on_trunk(cls, args: dict[str, Any]) -> bool:
         """Whether a critic with these arguments trains the policy's own parameters (its gradient
         is then taken in a backward pass of its own over the shared graph, which FSDP cannot do)."""
@@ -196,6 +188,12 @@ class RLVRModule(L.LightningModule):
             group_size=self.group_size,
         )
 
+    def policy_objective(self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """The policy's loss for one update from the shared surrogate (KL included) and the
+        mini-batch's log-probs (with gradient), and its statistics; SDPO blends in a distillation
+        term here. By default the surrogate itself."""
+        return surrogate, {}
+
     def critic_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor | None, dict[str, float]]:
         """A learned critic's loss (PPO's value loss) and its statistics; None without a critic.
         Its gradient is clipped and recorded apart from the policy's."""
@@ -210,8 +208,8 @@ class RLVRModule(L.LightningModule):
         reset_peak()
         start = time.perf_counter()
         yield
-        timing[name] = time.perf_counter() - start
-        self.stage_peaks_mb[name] = peak_mb()
+        timing[name] = timing.get(name, 0.0) + time.perf_counter() - start  # a stage may run twice (DAPO)
+        self.stage_peaks_mb[name] = max(self.stage_peaks_mb.get(name, 0.0), peak_mb())
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         timing: dict[str, float] = {}
@@ -223,10 +221,8 @@ class RLVRModule(L.LightningModule):
             self.schedule.prompts_per_step,
         )
         problems = distributed.shard(problems)  # this process's prompts (all of them on one device)
-        with self.stage(timing, "sample"), gathered(self.policy):
-            rollouts = self.task.rollout(self.engine, problems, self.group_size)
-        with self.stage(timing, "verify"):
-            rollouts.verdicts = self.task.verify_all(rollouts)
+        self.stage_peaks_mb, self.discarded_rollouts = {}, 0
+        rollouts = self.sample(problems, timing)
         with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(rollouts)
         with self.stage(timing, "update"):
@@ -234,9 +230,10 @@ class RLVRModule(L.LightningModule):
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
-        self.rollouts_total += len(rollouts)
+        spent = len(rollouts) + int(distributed.total(float(self.discarded_rollouts)))
+        self.rollouts_total += spent
         self.wall_clock_s += time.perf_counter() - started
-        row = self.record(rollouts, advantages, timing, credit_stats | update_stats)
+        row = self.record(rollouts, advantages, timing, credit_stats | update_stats, spent)
         if self.rl_step % self.eval_args.every == 0 or self.rl_step == self.schedule.steps:
             evaluation = self.evaluate()
             row["eval/accuracy"] = evaluation["accuracy"]
@@ -255,6 +252,15 @@ class RLVRModule(L.LightningModule):
         )
         if self.rl_step >= self.schedule.steps:
             self.trainer.should_stop = True
+
+    def sample(self, problems: list[Problem], timing: dict[str, float]) -> Rollouts:
+        """Stages 1-2: this process's rollouts of `problems`, verified. An algorithm that spends
+        rollouts it does not train on (DAPO's dynamic sampling) counts them in `discarded_rollouts`."""
+        with self.stage(timing, "sample"), gathered(self.policy):
+            rollouts = self.task.rollout(self.engine, problems, self.group_size)
+        with self.stage(timing, "verify"):
+            rollouts.verdicts = self.task.verify_all(rollouts)
+        return rollouts
 
     # ------------------------------------------------------------------ stage 4: shared update
 
@@ -281,12 +287,22 @@ class RLVRModule(L.LightningModule):
                 weights = None
                 if args.tis_cap is not None:
                     weights = torch.exp(old - batch.sample_logprobs).clamp(max=args.tis_cap) * batch.eligible
-                tokens = token_mean_divisor(batch.eligible)
-                loss, clip = self.surrogate(
-                    logprobs, old, batch.token_data["advantages"], batch.eligible, tokens, token_weights=weights
-                )
+                reference = None
                 if self.reference is not None:
-                    loss = loss + args.kl_coef * self.kl_to_reference(batch, logprobs)
+                    with torch.no_grad():
+                        reference = self.eligible_logprobs(self.reference, batch)
+                loss, clip = policy_loss(
+                    logprobs,
+                    old,
+                    batch.token_data["advantages"],
+                    batch.eligible,
+                    args,
+                    tokens=token_mean_divisor(batch.eligible),
+                    max_tokens=args.max_tokens or self.sampling.max_new_tokens,
+                    token_weights=weights,
+                    reference=reference,
+                )
+                loss, objective_stats = self.policy_objective(batch, logprobs, loss)
                 critic_loss, critic_stats = self.critic_loss(batch, outputs)
                 optimizer.zero_grad(set_to_none=True)
                 norm, critic_norm = self.backward_by_role(loss, critic_loss)
@@ -294,7 +310,9 @@ class RLVRModule(L.LightningModule):
                 norms.append(norm)
                 losses.append(float(loss.detach()))
                 clipped.append(clip)
-                extras.append(critic_stats | ({} if critic_norm is None else {"critic/grad_norm": critic_norm}))
+                extras.append(
+                    objective_stats | critic_stats | ({} if critic_norm is None else {"critic/grad_norm": critic_norm})
+                )
         lr = scheduler.get_last_lr()[0]  # the rate these updates used
         scheduler.step()
         self.engine.push_weights()  # the next step samples from the weights these updates made
@@ -314,7 +332,7 @@ class RLVRModule(L.LightningModule):
             stats[key] = float(np.mean([e[key] for e in extras]))
         return stats
 
-    def backward_by_role(self, policy_loss: Tensor, critic_loss: Tensor | None) -> tuple[float, float | None]:
+    def backward_by_role(self, loss: Tensor, critic_loss: Tensor | None) -> tuple[float, float | None]:
         """Gradients of both losses, each role's clipped on its own at `max_grad_norm`: (the
         policy's norm, the critic's or None), before clipping. The critic's gradient is every
         gradient its loss produces (its head and, for a critic on the policy's trunk, the trunk),
@@ -328,7 +346,7 @@ class RLVRModule(L.LightningModule):
             critic_grads = {p: p.grad for p in self.policy.parameters() if p.grad is not None}
             for p in critic_grads:
                 p.grad = None
-        self.manual_backward(policy_loss)
+        self.manual_backward(loss)
         norm = self.synchronise_and_clip([p for p in self.policy.parameters() if p.requires_grad])
         for p, extra in (critic_grads or {}).items():
             p.grad = extra if p.grad is None else p.grad + extra
@@ -343,48 +361,10 @@ class RLVRModule(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(parameters, self.optim_args.max_grad_norm)
         return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
 
-    def surrogate(
-        self,
-        logprobs: Tensor,
-        old: Tensor,
-        adv: Tensor,
-        eligible: Tensor,
-        tokens: float | None = None,
-        token_weights: Tensor | None = None,
-    ) -> tuple[Tensor, dict[str, float]]:
-        """Clipped ratio objective pi_theta / pi_old on eligible tokens, aggregated per
-        `loss_aggregation`, and the shares of eligible tokens where the clip is active: {"low":
-        ratio < 1 - eps with A < 0, "high": ratio > 1 + eps with A > 0, "region": either}.
-        `tokens`: what token-mean divides by (default: this batch's count). `token_weights`: a
-        constant factor on each token's term (truncated importance sampling)."""
-        eps = self.update_args.clip_eps
-        ratio = torch.exp(logprobs - old)
-        per_token = -torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-        if token_weights is not None:
-            per_token = per_token * token_weights.detach()
-        mask = eligible.float()
-        if self.update_args.loss_aggregation == "token-mean":
-            loss = (per_token * mask).sum() / max(tokens if tokens is not None else float(mask.sum()), 1.0)
-        else:
-            loss = masked_mean(per_token, mask, -1).mean()
-        # TRL's meaning: tokens where the clip is active, i.e. bounds the objective and stops the gradient
-        low = (ratio < 1 - eps) & (adv < 0) & eligible
-        high = (ratio > 1 + eps) & (adv > 0) & eligible
-        clipped = {
-            name: float(masked_mean(m, eligible)) for name, m in (("low", low), ("high", high), ("region", low | high))
-        }
-        return loss, clipped
-
-    def kl_to_reference(self, batch: Rollouts, logprobs: Tensor) -> Tensor:
-        with torch.no_grad():
-            ref = self.eligible_logprobs(self.reference, batch)
-        log_ratio = ref - logprobs
-        k3 = torch.exp(log_ratio) - log_ratio - 1
-        return masked_mean(k3, batch.eligible)
-
     # ------------------------------------------------------------------ stage 5: record
 
-    def record(self, rollouts: Rollouts, advantages: Tensor, timing: dict, stats: dict) -> dict[str, Any]:
+    def record(self, rollouts: Rollouts, advantages: Tensor, timing: dict, stats: dict, spent: int) -> dict[str, Any]:
+        """The step's row; `spent`: the rollouts sampled for it, those discarded included."""
         rewards = rollouts.rewards
         eligible = rollouts.eligible
         lengths = eligible.sum(-1).float()
@@ -396,7 +376,7 @@ class RLVRModule(L.LightningModule):
             # which prompts, so that a pair can be checked from the records alone
             "prompt_ids": [p.id for p in rollouts.problems[:: self.group_size]],
             "group_size": self.group_size,
-            "rollouts": len(rollouts),
+            "rollouts": spent,
             "rollouts_total": self.rollouts_total,
             "tokens/generated": int(lengths.sum()),
             "completions/mean_length": float(lengths.mean()),

@@ -55,10 +55,11 @@ class ComparisonError(ValueError):
     """A suite the comparison cannot run (one line for the CLI)."""
 
 
-LOSS_TYPES = {"token-mean": "dapo", "sequence-mean": "grpo"}
+LOSS_TYPES = {"token-mean": "dapo", "sequence-mean": "grpo", "constant": "dr_grpo"}
 """Our loss aggregation -> TRL's loss_type. With one micro-batch per optimizer step, TRL's "dapo"
 (divided by the number of completion tokens in the batch) is our token-mean; "grpo" (mean over
-each completion's tokens, then over completions) is our sequence-mean."""
+each completion's tokens, then over completions) is our sequence-mean; "dr_grpo" (divided by
+completions x max_completion_length) is our constant."""
 
 
 def trl_settings(module, total_steps: int) -> dict[str, Any]:
@@ -70,6 +71,8 @@ def trl_settings(module, total_steps: int) -> dict[str, Any]:
         )
     if update.loss_aggregation not in LOSS_TYPES:
         raise ComparisonError(f"update.loss_aggregation: no TRL equivalent of {update.loss_aggregation!r}")
+    if update.max_tokens not in (None, sampling.max_new_tokens) or update.kl_estimator != "k3":
+        raise ComparisonError("update: TRL divides dr_grpo by max_completion_length and estimates the KL by k3 only")
     group_size = module.group_size
     return dict(
         max_steps=total_steps,
@@ -88,7 +91,9 @@ def trl_settings(module, total_steps: int) -> dict[str, Any]:
         max_grad_norm=optim.max_grad_norm,
         warmup_steps=optim.warmup_steps,  # informative: the scheduler passed to the trainer is ours
         beta=update.kl_coef,
-        epsilon=update.clip_eps,
+        epsilon=update.clip_low,
+        epsilon_high=update.clip_high,
+        importance_sampling_level=update.ratio_level,
         loss_type=LOSS_TYPES[update.loss_aggregation],
         scale_rewards="group" if getattr(module, "scale_by_std", True) else "none",
         mask_truncated_completions=False,
@@ -313,7 +318,7 @@ def run_trl_comparison(benchmark: Benchmark, suite_name: str, steps: int, trace:
         "lr": settings["learning_rate"],
         "warmup_steps": settings["warmup_steps"],
         "max_grad_norm": settings["max_grad_norm"],
-        "clip_eps": settings["epsilon"],
+        "clip": f"[1 - {settings['epsilon']}, 1 + {settings['epsilon_high']}]",
         "kl_coef": settings["beta"],
         "loss": f"{module.update_args.loss_aggregation} / loss_type={settings['loss_type']}",
         "scale_rewards": settings["scale_rewards"],

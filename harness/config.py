@@ -110,7 +110,10 @@ class Suite:
     def algorithm_settings(self, algorithm: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(the algorithm's own init_args, its settings with overrides applied)."""
         own, settings = {}, {name: dataclasses.replace(value) for name, value in self.settings.items()}  # a copy each
-        for key, value in self.algorithms[algorithm].init_args.items():
+        spec = self.algorithms[algorithm]
+        # what the algorithm is defined by (DAPO's clip_high), then what its own YAML says
+        settings["update"] = dataclasses.replace(settings["update"], **spec.resolve().update_overrides)
+        for key, value in spec.init_args.items():
             if key in SETTINGS:
                 settings[key] = dataclasses.replace(settings[key], **value)
             else:
@@ -191,6 +194,7 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
                 "and prompts); put another budget in a suite of its own"
             )
         if base is RLVRModule and key in SETTINGS:
+            build_dataclass(SETTINGS[key], spec.init_args[key], f"{where}.init_args.{key}")  # keys and types
             continue  # the suite's settings, overridden for this algorithm
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
@@ -284,7 +288,14 @@ def check_values(suite: Suite, where: str) -> None:
             "are there already"
         )
     for name, spec in suite.algorithms.items():
-        own, settings = suite.algorithm_settings(name)
+        try:
+            own, settings = suite.algorithm_settings(name)
+        except ValueError as error:  # a setting's own check, on the values the algorithm overrides
+            raise field_error(f"{where}.algorithms.{name}.init_args", error) from None
+        try:
+            spec.resolve().check_task(suite.task.resolve(), own)
+        except ValueError as error:
+            raise ConfigError(f"{where}.algorithms.{name}: {error}") from None
         if settings["schedule"].prompts_per_step % t.devices:
             raise ConfigError(
                 f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
@@ -301,8 +312,6 @@ def check_values(suite: Suite, where: str) -> None:
                 "backward pass over one graph, which FSDP frees after the first; set it false (a probe on the policy's "
                 "features) or use strategy: ddp"
             )
-        if settings["update"].epochs < 1:
-            raise ConfigError(f"{where}.update.epochs: must be >= 1")
         if settings["sampling"].temperature <= 0:
             raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
         if settings["sampling"].max_new_tokens < 1:
@@ -324,8 +333,6 @@ def check_values(suite: Suite, where: str) -> None:
                 raise ConfigError(
                     f"{where}.sampling.vllm_memory_share: must be in (0, 1] (got {sampling.vllm_memory_share})"
                 )
-        if settings["update"].tis_cap is not None and settings["update"].tis_cap <= 0:
-            raise ConfigError(f"{where}.update.tis_cap: must be > 0, or null for no correction")
         if settings["sampling"].chat is not None:
             if suite.model.warm_start is not None:
                 raise ConfigError(

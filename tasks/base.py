@@ -21,6 +21,10 @@ class Task(abc.ABC):
     """Bump when the same arguments make other problems or splits: it is part of the task's key,
     so warm starts cached for the old problems are not reused."""
 
+    multi_turn: bool = False
+    """Whether a rollout is several turns with the environment's text between them (ALFWorld):
+    algorithms with step-level credit need it, and length shaping of one completion does not apply."""
+
     supports_chat: bool = True
     """Whether its prompts may go through a chat template (`sampling.chat`): single-turn tasks'
     can; a multi-turn task would need each turn rendered as a message of its own."""

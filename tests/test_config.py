@@ -100,7 +100,7 @@ CASES = [
         mutate("update", {"minibatches": 3}),
         "suites[0].update.minibatches: 3 (for grpo) must divide the 2 prompts",
     ),
-    ("no mini-batch", mutate("update", {"minibatches": 0}), "suites[0].update.minibatches: 0 (for grpo) must divide"),
+    ("no mini-batch", mutate("update", {"minibatches": 0}), "suites[0].update.minibatches: must be >= 1 (got 0)"),
     (
         "a typo in a Literal argument",
         mutate("algorithms", hp_rlvr({"weighting": "hindsigth"})),

@@ -89,9 +89,8 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
 
 
 def _shard_gradient(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    from types import SimpleNamespace
-
-    from algorithms.base import RLVRModule, UpdateArgs, token_mean_divisor
+    from algorithms.base import token_mean_divisor
+    from algorithms.loss import UpdateArgs, policy_loss
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     weight, logits_in, adv, eligible = _problem()
@@ -99,8 +98,7 @@ def _shard_gradient(rank: int, world: int, init_file: str, out_dir: str) -> None
     param = torch.nn.Parameter(weight.clone())
     logprobs = torch.log_softmax(logits_in[rows] @ param, -1)[..., 0]
     tokens = token_mean_divisor(eligible[rows])  # what update() divides by
-    this = SimpleNamespace(update_args=UpdateArgs(clip_eps=0.2))
-    loss, _ = RLVRModule.surrogate(this, logprobs, logprobs.detach(), adv[rows], eligible[rows], tokens)
+    loss, _ = policy_loss(logprobs, logprobs.detach(), adv[rows], eligible[rows], UpdateArgs(), tokens=tokens)
     loss.backward()
     distributed.average_gradients([param])
     torch.save(param.grad, Path(out_dir) / f"grad{rank}.pt")
@@ -117,15 +115,12 @@ def _problem():
 
 def test_averaged_shard_gradients_equal_the_whole_batch_gradient(tmp_path):
     """Token-mean over the whole step, not the mean of each process's token-means."""
-    from types import SimpleNamespace
-
-    from algorithms.base import RLVRModule, UpdateArgs
+    from algorithms.loss import UpdateArgs, policy_loss
 
     torch.multiprocessing.spawn(_shard_gradient, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2)
     weight, logits_in, adv, eligible = _problem()
     param = torch.nn.Parameter(weight.clone())
     logprobs = torch.log_softmax(logits_in @ param, -1)[..., 0]
-    this = SimpleNamespace(update_args=UpdateArgs(clip_eps=0.2))
-    RLVRModule.surrogate(this, logprobs, logprobs.detach(), adv, eligible)[0].backward()
+    policy_loss(logprobs, logprobs.detach(), adv, eligible, UpdateArgs())[0].backward()
     for rank in range(2):
         torch.testing.assert_close(torch.load(tmp_path / f"grad{rank}.pt"), param.grad)

@@ -278,16 +278,16 @@ def test_two_mini_batches_score_the_second_against_the_snapshot_that_sampled(tmp
     """With two mini-batches a step, pi_old is the policy that sampled: the first update's ratio
     is 1, the second's is not (the first update moved the weights), and pi_old's log-probs are
     the sampler's own. The warm-up's first rates are lr / warmup_steps, then twice that."""
-    from algorithms.base import RLVRModule
+    from algorithms import base
 
     calls = []
-    surrogate = RLVRModule.surrogate
+    policy_loss = base.policy_loss
 
-    def watched(self, logprobs, old, adv, eligible, *args, **kwargs):
+    def watched(logprobs, old, adv, eligible, *args, **kwargs):
         calls.append((logprobs.detach().clone(), old.clone(), eligible.clone()))
-        return surrogate(self, logprobs, old, adv, eligible, *args, **kwargs)
+        return policy_loss(logprobs, old, adv, eligible, *args, **kwargs)
 
-    monkeypatch.setattr(RLVRModule, "surrogate", watched)
+    monkeypatch.setattr(base, "policy_loss", watched)
     spec = suite(
         "math",
         "tests.test_e2e.ParityReward",

@@ -99,7 +99,7 @@ def test_the_records_reward_std_is_the_spread_within_each_group(tiny_dir):
     rewards = [1.0, 0.0, 0.0, 0.0] + [1.0, 1.0, 0.0, 0.0] + [1.0, 1.0, 1.0, 1.0]
     rollouts.verdicts = [Verdict(r, "") for r in rewards]
     advantages, stats = module.credit(rollouts)
-    row = module.record(rollouts, advantages, {}, stats)
+    row = module.record(rollouts, advantages, {}, stats, spent=len(rollouts))
     # group stds 0.5, sqrt(1/3) and 0 (the step's own std would be 0.515)
     assert row["reward_std"] == pytest.approx((0.5 + (1 / 3) ** 0.5 + 0.0) / 3)
     assert row["reward"] == pytest.approx(7 / 12)

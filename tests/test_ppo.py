@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from algorithms import loss
 from algorithms.ppo import PPO, explained_variance, gae
 
 
@@ -120,7 +121,7 @@ def test_policy_and_critic_gradients_are_clipped_and_recorded_apart(tiny_dir, tr
     # the reference: each loss's gradient taken on its own
     params = list(module.parameters())
     logprobs, outputs = module.score(rollouts)
-    policy_loss, _ = module.surrogate(logprobs, logprobs.detach(), advantages, rollouts.eligible)
+    policy_loss, _ = loss.policy_loss(logprobs, logprobs.detach(), advantages, rollouts.eligible, module.update_args)
     critic_loss, _ = module.critic_loss(rollouts, outputs)
     g_policy = torch.autograd.grad(policy_loss, params, retain_graph=True, allow_unused=True)
     g_critic = torch.autograd.grad(critic_loss, params, allow_unused=True)

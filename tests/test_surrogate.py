@@ -6,15 +6,12 @@ import math
 import pytest
 import torch
 
-from algorithms.base import RLVRModule, UpdateArgs
+from algorithms.loss import UpdateArgs, policy_loss
 
 
-def surrogate(aggregation: str):
-    class Stub:  # RLVRModule's surrogate with its update settings, and nothing else
-        surrogate = RLVRModule.surrogate
-        update_args = UpdateArgs(clip_eps=0.2, loss_aggregation=aggregation)
-
-    return Stub().surrogate
+def surrogate(aggregation: str, **settings):
+    args = UpdateArgs(loss_aggregation=aggregation, **settings)
+    return lambda *tensors, **kwargs: policy_loss(*tensors, args, **kwargs)
 
 
 # row 0: three tokens, ratios 1.5, 0.5, 1.1 with A = +1; row 1: one token, ratio 0.7 with A = -2
@@ -61,22 +58,38 @@ def test_the_gradient_is_zero_where_the_clip_is_active():
 
 
 def test_the_kl_to_the_reference_is_k3_of_the_reference_over_the_policy():
-    """k3 = exp(ref - logp) - (ref - logp) - 1 per eligible token, averaged: literal numbers,
-    which the reversed log-ratio (logp - ref) would not give."""
-    from types import SimpleNamespace
-
+    """k3 = exp(ref - logp) - (ref - logp) - 1 per eligible token, added to each token's loss:
+    literal numbers, which the reversed log-ratio (logp - ref) would not give; k1 = logp - ref."""
     ref = torch.tensor([[-1.5, -1.0, 0.0]])
-
-    class Stub:
-        kl_to_reference = RLVRModule.kl_to_reference
-        reference = object()
-
-        def eligible_logprobs(self, model, batch):
-            return ref
-
     logprobs = torch.tensor([[-1.0, -2.0, -3.0]])
-    batch = SimpleNamespace(eligible=torch.tensor([[True, True, False]]))
+    eligible = torch.tensor([[True, True, False]])
+    zero = torch.zeros(1, 3)  # no advantage: the loss is the KL term alone
     # ref - logp = -0.5 and 1.0: (e^-0.5 + 0.5 - 1 + e^1 - 1 - 1) / 2
     expected = (math.exp(-0.5) - 0.5 + math.exp(1.0) - 2.0) / 2
-    assert float(Stub().kl_to_reference(batch, logprobs)) == pytest.approx(expected)
+    loss, _ = surrogate("token-mean", kl_coef=0.5)(logprobs, logprobs, zero, eligible, reference=ref)
+    assert float(loss) == pytest.approx(0.5 * expected)
     assert expected == pytest.approx(0.41238, abs=1e-4)
+    loss, _ = surrogate("token-mean", kl_coef=0.5, kl_estimator="k1")(logprobs, logprobs, zero, eligible, reference=ref)
+    assert float(loss) == pytest.approx(0.5 * (0.5 - 1.0) / 2)
+
+
+def test_asymmetric_clip_bounds_each_side_on_its_own():
+    """clip_high 0.6: ratio 1.5 with A > 0 is inside [0.8, 1.6] and unclipped; 0.7 with A < 0 is
+    still clipped at 0.8."""
+    loss, clipped = surrogate("token-mean", clip_high=0.6)(logprobs, old, adv, eligible)
+    assert float(loss) == pytest.approx((-1.5 - 0.5 - 1.1 + 1.6) / 4)
+    assert clipped == pytest.approx({"low": 1 / 4, "high": 0.0, "region": 1 / 4})
+
+
+def test_constant_divides_by_rollouts_times_max_tokens():
+    loss, _ = surrogate("constant")(logprobs, old, adv, eligible, max_tokens=10)
+    assert float(loss) == pytest.approx(sum(PER_TOKEN[0] + PER_TOKEN[1]) / (2 * 10))
+
+
+def test_sequence_ratio_is_the_geometric_mean_of_the_rollouts_token_ratios():
+    """Row 0: exp(mean(log 1.5, log 0.5, log 1.1)) = 0.9374, inside the clip, times A = 1 on each
+    of its three tokens; row 1: 0.7 with A = -2, clipped at 0.8."""
+    row0 = math.exp((math.log(1.5) + math.log(0.5) + math.log(1.1)) / 3)
+    loss, clipped = surrogate("sequence-mean", ratio_level="sequence")(logprobs, old, adv, eligible)
+    assert float(loss) == pytest.approx((-row0 + 1.6) / 2)
+    assert clipped == pytest.approx({"low": 1 / 4, "high": 0.0, "region": 1 / 4})

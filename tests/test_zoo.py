@@ -1,0 +1,263 @@
+"""The field's baselines, each against its reference on literal inputs: RLOO (TRL's leave-one-out
+baseline and loss), Dr. GRPO, DAPO (TRL's overlong punishment, dynamic sampling), GSPO and
+REINFORCE++ (OpenRLHF's reinforce_baseline), and the settings each is defined by; one end-to-end
+run of all of them in one suite."""
+
+import json
+import math
+from collections import defaultdict
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+import torch
+import yaml
+from test_e2e import suite
+from trl import RLOOTrainer
+from trl.rewards import get_soft_overlong_punishment
+
+from algorithms.dapo import DAPO, overlong_penalty
+from algorithms.dr_grpo import DrGRPO
+from algorithms.grpo import group_advantages
+from algorithms.loss import UpdateArgs, policy_loss
+from algorithms.reinforce_pp import REINFORCEPlusPlus
+from algorithms.rloo import RLOO, leave_one_out_advantages
+from harness.__main__ import main
+from harness.config import load_benchmark
+from rollout.batch import Problem, Rollouts, Verdict
+
+REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+
+
+def stub_batch(rewards: torch.Tensor, lengths: list[int]) -> SimpleNamespace:
+    eligible = torch.zeros(len(lengths), max(lengths) + 2, dtype=torch.bool)
+    for row, n in enumerate(lengths):
+        eligible[row, 2 : 2 + n] = True
+    return SimpleNamespace(rewards=rewards.view(-1), eligible=eligible)
+
+
+def test_rloo_credits_each_rollout_against_the_mean_of_the_others():
+    expected = [[1 - 1 / 3, -2 / 3, -2 / 3, 1 - 1 / 3], [1 - 2 / 3, 1 - 2 / 3, 1 - 2 / 3, -1.0], [0.0] * 4]
+    torch.testing.assert_close(leave_one_out_advantages(REWARDS), torch.tensor(expected))
+    module = SimpleNamespace(group_size=4)
+    batch = stub_batch(REWARDS, [3, 1, 2, 4] * 3)
+    advantages, _ = RLOO.credit(module, batch)
+    torch.testing.assert_close(advantages[:, 2], torch.tensor(expected).view(-1))
+    assert torch.equal(advantages != 0, batch.eligible & (advantages[:, 2:3] != 0))
+
+
+def test_rloo_loss_is_trls_at_one_update_a_step():
+    """TRL's RLOOTrainer clips the ratio of each completion's probabilities and averages over
+    completions: loss and gradient equal ours, off-policy (ratios far from 1, some clipped) too."""
+    g = torch.Generator().manual_seed(1)
+    mask = torch.rand(4, 6, generator=g) > 0.3
+    logprobs = -torch.rand(4, 6, generator=g) * mask
+    advantages = torch.randn(4, generator=g)
+    ours_in, theirs_in = logprobs.clone().requires_grad_(True), logprobs.clone().requires_grad_(True)
+    args = UpdateArgs(**RLOO.update_overrides)
+    old = (logprobs + torch.randn(4, 6, generator=g) * 0.2) * mask
+    ours, _ = policy_loss(ours_in, old, advantages[:, None] * mask, mask, args)
+    stub = SimpleNamespace(
+        epsilon_low=0.2,
+        epsilon_high=0.2,
+        aux_loss_enabled=False,
+        model=SimpleNamespace(training=True),
+        accelerator=SimpleNamespace(gather=lambda x: x, reduce=lambda x, reduction: x),
+        _metrics={"train": defaultdict(list)},
+        _get_per_token_logps_and_entropies=lambda *a, **k: (theirs_in, torch.zeros_like(theirs_in), None),
+    )
+    inputs = {
+        "prompt_ids": torch.zeros(4, 2, dtype=torch.long),
+        "prompt_mask": torch.ones(4, 2, dtype=torch.long),
+        "completion_ids": torch.zeros(4, 6, dtype=torch.long),
+        "completion_mask": mask.long(),
+        "advantages": advantages,
+        "old_logps": old.sum(1),
+    }
+    theirs = RLOOTrainer._compute_loss(stub, None, inputs)
+    torch.testing.assert_close(ours, theirs)
+    ours.backward()
+    theirs.backward()
+    torch.testing.assert_close(ours_in.grad, theirs_in.grad * mask)
+
+
+def test_dr_grpo_centres_without_scaling_and_divides_by_a_constant():
+    module = DrGRPO.__new__(DrGRPO)
+    module.group_size, module.eps, module.scale_by_std = 4, 1e-4, False
+    batch = stub_batch(REWARDS, [2] * 12)
+    advantages, _ = DrGRPO.credit(module, batch)
+    torch.testing.assert_close(advantages[:, 2], (REWARDS - REWARDS.mean(-1, keepdim=True)).view(-1))
+    assert DrGRPO.update_overrides == {"loss_aggregation": "constant"}
+    assert DrGRPO.__init__.__defaults__[1] is False  # scale_by_std
+
+
+@pytest.mark.parametrize("length", [0, 5, 7, 8, 9, 10, 11, 12, 30])
+def test_dapo_overlong_penalty_is_trls_soft_overlong_punishment(length):
+    theirs = get_soft_overlong_punishment(max_completion_len=10, soft_punish_cache=3)([[1] * length])[0]
+    assert float(overlong_penalty(torch.tensor([length]), 10, 3)) == pytest.approx(theirs)
+
+
+def test_dapo_overlong_shaping_enters_the_group_advantage_on_single_turn_tasks_only():
+    module = DAPO.__new__(DAPO)
+    module.group_size, module.eps, module.scale_by_std = 4, 1e-4, True
+    module.sampling = SimpleNamespace(max_new_tokens=10)
+    module.overlong_buffer, module.overlong_penalty = 2, 1.0
+    rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    batch = stub_batch(rewards, [4, 9, 4, 10])  # penalties 0, -0.5, 0, -1
+    shaped = torch.tensor([[1.0, 0.5, 0.0, -1.0]])
+    for multi_turn, used in ((False, shaped), (True, rewards)):
+        module.task = SimpleNamespace(multi_turn=multi_turn)
+        advantages, _ = DAPO.credit(module, batch)
+        torch.testing.assert_close(advantages[:, 2], group_advantages(used, 1e-4).view(-1))
+
+
+class ScriptedTask:
+    """Rewards by prompt: prompt k's group gets pattern k % 3 (0: all wrong, 1: mixed, 2: all right)."""
+
+    multi_turn = False
+    PATTERNS = ([0.0, 0.0], [1.0, 0.0], [1.0, 1.0])
+
+    def __init__(self):
+        self.problems = [Problem(str(k), f"q{k}", "") for k in range(30)]
+        self.sampled = []
+
+    def train_problems(self):
+        return self.problems
+
+    def rollout(self, engine, problems, group_size):
+        self.sampled.append([p.id for p in problems])
+        rows = [p for p in problems for _ in range(group_size)]
+        n = len(rows)
+        return Rollouts(
+            problems=rows,
+            input_ids=torch.ones(n, 3, dtype=torch.long),
+            attention_mask=torch.ones(n, 3, dtype=torch.long),
+            eligible=torch.tensor([[False, True, True]] * n),
+            sample_logprobs=torch.zeros(n, 3),
+            completions=[""] * n,
+        )
+
+    def verify_all(self, rollouts):
+        return [Verdict(self.PATTERNS[int(p.id) % 3][i % 2], "") for i, p in enumerate(rollouts.problems)]
+
+
+def dapo_on(task: ScriptedTask, max_refills: int) -> DAPO:
+    module = DAPO.__new__(DAPO)
+    torch.nn.Module.__init__(module)
+    module.task, module.engine, module.group_size, module.seed, module.rl_step = task, None, 2, 0, 5
+    module.schedule = SimpleNamespace(prompt_pool=None)
+    module.tokenizer = SimpleNamespace(pad_token_id=0)
+    module.policy = torch.nn.Linear(1, 1)
+    module.max_refills, module.stage_peaks_mb, module.discarded_rollouts = max_refills, {}, 0
+    return module
+
+
+def test_dapo_replaces_saturated_groups_from_its_own_stream_and_counts_what_it_spent():
+    task = ScriptedTask()
+    first = task.problems[:6]  # patterns 0 1 2 0 1 2: two groups carry signal, four do not
+    module = dapo_on(task, max_refills=20)
+    timing = {}
+    rollouts = DAPO.sample(module, first, timing)
+    assert task.sampled[0] == [p.id for p in first]  # the step starts from the pair's prompts
+    ids = [p.id for p in rollouts.problems[::2]]
+    assert ids[:2] == ["1", "4"] and len(ids) == 6  # the informative ones first, the step its size
+    assert all(int(i) % 3 == 1 for i in ids)  # every group carries signal
+    spent = sum(len(s) for s in task.sampled) * 2
+    assert module.discarded_rollouts == spent - 12
+    assert module.dynamic_sampling["dynamic_sampling/kept_saturated"] == 0
+    # the refills are a pure function of (seed, step, round): a second run draws the same
+    again = ScriptedTask()
+    DAPO.sample(dapo_on(again, max_refills=20), first, {})
+    assert again.sampled == task.sampled
+    assert timing["sample"] > 0 and "verify" in timing
+
+
+def test_dapo_short_after_its_refills_keeps_saturated_groups_to_stay_the_same_size():
+    task = ScriptedTask()
+    module = dapo_on(task, max_refills=0)
+    rollouts = DAPO.sample(module, task.problems[:6], {})
+    assert [p.id for p in rollouts.problems[::2]] == ["1", "4", "0", "2", "3", "5"]
+    assert module.discarded_rollouts == 0 and module.dynamic_sampling["dynamic_sampling/kept_saturated"] == 4
+
+
+def test_reinforce_pp_is_openrlhfs_reinforce_baseline_written_out():
+    """OpenRLHF: rewards minus the group mean, the return of every token (gamma 1), then the
+    batch's token-weighted mean and population variance over all action tokens."""
+    lengths = [3, 1, 2, 4, 2, 2, 5, 1, 3, 3, 1, 2]
+    batch = stub_batch(REWARDS, lengths)
+    module = SimpleNamespace(group_size=4)
+    advantages, _ = REINFORCEPlusPlus.credit(module, batch)
+    shaped = [r - sum(group) / 4 for group in REWARDS.tolist() for r in group]
+    tokens = [a for a, n in zip(shaped, lengths) for _ in range(n)]
+    mean = sum(tokens) / len(tokens)
+    std = math.sqrt(sum((t - mean) ** 2 for t in tokens) / len(tokens))
+    expected = torch.tensor([(a - mean) / std for a in shaped])
+    torch.testing.assert_close(advantages[:, 2], expected)
+    assert float(advantages[~batch.eligible].abs().sum()) == 0
+    assert advantages[8:, 2].abs().min() > 0  # the all-wrong group is moved off zero by the whitening
+
+
+def test_each_algorithm_s_update_settings_stand_in_its_spec(tmp_path):
+    """DAPO's clip-higher, GSPO's sequence ratio, Dr. GRPO's constant and RLOO's sequence-sum come
+    with the algorithm; the algorithm's own YAML still overrides them."""
+    spec = suite("zoo", "tasks.math.MathTask")
+    spec["algorithms"] = {
+        "grpo": {"class_path": "algorithms.grpo.GRPO"},
+        "dapo": {"class_path": "algorithms.dapo.DAPO"},
+        "gspo": {"class_path": "algorithms.gspo.GSPO", "init_args": {"update": {"clip_high": 5e-4}}},
+        "dr_grpo": {"class_path": "algorithms.dr_grpo.DrGRPO"},
+        "rloo": {"class_path": "algorithms.rloo.RLOO"},
+    }
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"suites": [spec]}))
+    (parsed,) = load_benchmark(config).suites
+    update = {name: parsed.algorithm_settings(name)[1]["update"] for name in spec["algorithms"]}
+    assert (update["grpo"].clip_high, update["dapo"].clip_high, update["dapo"].clip_low) == (0.2, 0.28, 0.2)
+    assert (update["gspo"].ratio_level, update["gspo"].clip_low, update["gspo"].clip_high) == ("sequence", 3e-4, 5e-4)
+    assert update["dr_grpo"].loss_aggregation == "constant" and update["rloo"].ratio_level == "sequence-product"
+
+
+def test_a_bad_setting_in_an_algorithms_update_is_one_line_exit_2(tmp_path, capsys):
+    spec = suite("zoo", "tasks.math.MathTask")
+    spec["algorithms"]["dapo"] = {"class_path": "algorithms.dapo.DAPO", "init_args": {"update": {"clip_high": -1}}}
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"suites": [spec]}))
+    assert main(["run", str(config), "--list"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {config}: suites[0].algorithms.dapo.init_args.update.clip_high: must be > 0 (got -1.0)"
+
+
+ZOO = {
+    "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}},
+    "rloo": {"class_path": "algorithms.rloo.RLOO", "init_args": {"group_size": 4}},
+    "dr_grpo": {"class_path": "algorithms.dr_grpo.DrGRPO", "init_args": {"group_size": 4}},
+    "dapo": {"class_path": "algorithms.dapo.DAPO", "init_args": {"group_size": 4}},
+    "gspo": {"class_path": "algorithms.gspo.GSPO", "init_args": {"group_size": 4, "update": {"minibatches": 2}}},
+    "reinforce_pp": {"class_path": "algorithms.reinforce_pp.REINFORCEPlusPlus", "init_args": {"group_size": 4}},
+}
+
+
+@pytest.mark.slow
+def test_every_baseline_runs_beside_grpo_on_the_same_prompts(tmp_path):
+    spec = suite("zoo", "test_e2e.ParityReward", steps=3)
+    spec["algorithms"] = ZOO
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "runs")]) == 0
+    runs = tmp_path / "runs" / "zoo"
+    metrics = {name: pl.read_parquet(runs / f"{name}-seed0" / "metrics.parquet") for name in ZOO}
+    for name, m in metrics.items():
+        assert m["step"].to_list() == [1, 2, 3], name
+        assert (m["grad_norm"] > 0).any(), name
+        if name != "dapo":  # DAPO replaces the groups that carry no signal
+            assert m["prompt_ids"].to_list() == metrics["grpo"]["prompt_ids"].to_list(), name
+            assert m["rollouts"].to_list() == [16] * 3, name
+    dapo = metrics["dapo"]
+    assert (dapo["rollouts"] >= 16).all() and dapo["rollouts_total"][-1] == dapo["rollouts"].sum()
+    assert "dynamic_sampling/refills" in dapo.columns
+    assert (dapo["frac_reward_zero_std"] <= metrics["grpo"]["frac_reward_zero_std"]).all()
+    spec_dapo = json.loads((runs / "dapo-seed0" / "spec.json").read_text())
+    assert spec_dapo["update"]["clip_high"] == 0.28
+    board = pl.read_parquet(runs / "leaderboard.parquet")
+    shown = dict(zip(board["algorithm"], board["own_settings"]))
+    assert "update.clip_high=0.28" in shown["dapo"] and "update.ratio_level=sequence" in shown["gspo"]
