@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file",
     )
+    across = commands.add_parser(
+        "across", help="one summary across the tasks of a folder of suites: IQM and P(improvement), with intervals"
+    )
+    across.add_argument("directory", type=Path, help="a folder of suites, as run folders or published records")
+    across.add_argument("--reference", default="grpo", help="the algorithm P(improvement) is taken over")
     bench = commands.add_parser("bench", help="time each stage of a step and the harness overhead, per algorithm")
     bench.add_argument("config", type=Path)
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
@@ -66,6 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from harness.config import ConfigError, load_benchmark
+
+    if args.command == "across":
+        from harness import across_tasks
+
+        if not args.directory.is_dir():
+            print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
+            return 2
+        table = across_tasks.publish(args.directory, args.reference)
+        print(table)
+        print(f"wrote {args.directory / 'across_tasks.md'}")
+        return 0
 
     if args.command == "leaderboard":
         from harness.leaderboard import publish

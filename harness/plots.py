@@ -93,6 +93,36 @@ def accuracy_band(evals: list[pl.DataFrame]) -> tuple[list[float], list[float]] 
     return low, high
 
 
+def across_tasks_plot(table: pl.DataFrame, reference: str, path: Path) -> Path:
+    """Each algorithm's IQM score and P(improvement over `reference`), with their 95% intervals."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.45 * table.height + 1.5), sharey=True)
+    names = table["algorithm"].to_list()[::-1]
+    rows = list(table.iter_rows(named=True))[::-1]
+    y = range(len(rows))
+    left.errorbar(
+        [r["iqm"] for r in rows],
+        y,
+        xerr=[[r["iqm"] - r["iqm_low"] for r in rows], [r["iqm_high"] - r["iqm"] for r in rows]],
+        fmt="o",
+        capsize=3,
+    )
+    left.axvline(0, color="grey", lw=0.8)
+    left.set(yticks=list(y), yticklabels=names, xlabel="IQM of (after - before) / (1 - before), 95% CI")
+    key = f"p_improvement_over_{reference}"
+    shown = [(i, r) for i, r in enumerate(rows) if r[key] is not None]
+    right.errorbar(
+        [r[key] for _, r in shown],
+        [i for i, _ in shown],
+        xerr=[[r[key] - r["p_low"] for _, r in shown], [r["p_high"] - r[key] for _, r in shown]],
+        fmt="o",
+        capsize=3,
+    )
+    right.axvline(0.5, color="grey", lw=0.8)
+    right.set(xlim=(0, 1), xlabel=f"P(improvement over {reference}), 95% CI")
+    fig.tight_layout()
+    return save(fig, path)
+
+
 def mean(series: list[list[float]]) -> list[float]:
     return [sum(column) / len(column) for column in zip(*series)]
 
