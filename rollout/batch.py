@@ -46,6 +46,10 @@ class Rollouts:
     truncated: list[bool] = field(default_factory=list)
     """Per rollout, whether a limit cut it (a multi-turn episode's turn limit); empty: a
     single-turn completion is cut when it has no EOS."""
+    turn_states: list[list[str]] = field(default_factory=list)
+    """Per rollout of a multi-turn task, the environment's state (observation text) before each of
+    its turns, in order; turn k's tokens are the k-th contiguous run of eligible tokens of the row.
+    Empty for single-turn tasks."""
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -76,6 +80,7 @@ class Rollouts:
             verdicts=[self.verdicts[i] for i in rows] if self.verdicts else [],
             token_data={k: v[index, lo:hi] for k, v in self.token_data.items()},
             truncated=[self.truncated[i] for i in rows] if self.truncated else [],
+            turn_states=[self.turn_states[i] for i in rows] if self.turn_states else [],
         )
 
 
@@ -102,6 +107,7 @@ def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
             if all(key in r.token_data for r in parts)
         },
         truncated=[x for r in parts for x in r.truncated] if all(r.truncated for r in parts) else [],
+        turn_states=[x for r in parts for x in r.turn_states] if all(r.turn_states for r in parts) else [],
     )
 
 

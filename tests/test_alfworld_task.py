@@ -81,6 +81,13 @@ def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
         assert not eligible[-1]  # every command gets the engine's answer: a row ends on it
         answers = ids[mask.bool() & ~eligible][len(prompt) :]
         assert tokenizer.decode(answers.tolist()).count("\n") >= 1
+        # one state per run of command tokens: the prompt, then the game's answer that precedes the run
+        states = rollouts.turn_states[row]
+        assert len(states) == runs and states[0] == rollouts.problems[row].prompt
+        starts = (torch.diff(eligible.int(), prepend=torch.tensor([0])) == 1).nonzero().view(-1).tolist()
+        for state, start, previous in zip(states[1:], starts[1:], starts):
+            between = ids[previous:start][~eligible[previous:start]]
+            assert tokenizer.decode(between.tolist()).startswith(state)
     forward = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 0.9)
     torch.testing.assert_close(
         forward[rollouts.eligible], rollouts.sample_logprobs[rollouts.eligible], atol=1e-4, rtol=1e-4

@@ -84,6 +84,7 @@ class AlfworldTask(Task):
     """Generated games (default) or the official ones (`source: official`, from $ALFWORLD_DATA
     or `official_root`)."""
 
+    multi_turn = True
     supports_chat = False  # its turns are plain text after the first prompt
 
     def __init__(
@@ -250,6 +251,10 @@ class AlfworldTask(Task):
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
         won, turns_played = [False] * len(episodes), [0] * len(episodes)
+        # the state each turn acts from (GiGPO's anchor): the prompt, which holds the task and the
+        # first observation as ALFWorld's reset text does, then the game's answer to the last command
+        observed = [p.prompt for p in episodes]
+        turn_states: list[list[str]] = [[] for _ in episodes]
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
@@ -279,6 +284,8 @@ class AlfworldTask(Task):
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
                 won[i], turns_played[i] = result.won, turns_played[i] + 1
+                turn_states[i].append(observed[i])
+                observed[i] = result.observation
         device = engine.model.device
         input_ids, attention_mask = left_padded(rows, tokenizer.pad_token_id, device)
         rollouts = Rollouts(
@@ -292,6 +299,7 @@ class AlfworldTask(Task):
         rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played)]
         # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
         rollouts.truncated = [not w and n >= self.max_turns for w, n in zip(won, turns_played)]
+        rollouts.turn_states = turn_states
         return rollouts
 
     # ---- verification
