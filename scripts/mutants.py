@@ -122,7 +122,13 @@ MUTANTS = [
         ALGORITHMS,
     ),
     # the shared update's variants and the field's baselines (issue 30)
-    ("loss: clip_high ignored", "algorithms/loss.py", "1 + args.clip_high)", "1 + args.clip_low)", ALGORITHMS),
+    (
+        "loss: clip_high ignored",
+        "algorithms/loss.py",
+        "clipped = ratio.clamp(1 - args.clip_low, 1 + args.clip_high)",
+        "clipped = ratio.clamp(1 - args.clip_low, 1 + args.clip_low)",
+        ALGORITHMS,
+    ),
     (
         "loss: sequence ratio as a sum",
         "algorithms/loss.py",
