@@ -5,6 +5,7 @@ run of all of them in one suite."""
 
 import json
 import math
+import random
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -165,6 +166,9 @@ def test_dapo_replaces_saturated_groups_from_its_own_stream_and_counts_what_it_s
     spent = sum(len(s) for s in task.sampled) * 2
     assert module.discarded_rollouts == spent - 12
     assert module.dynamic_sampling["dynamic_sampling/kept_saturated"] == 0
+    # round r draws from DAPO's own stream (seed 0, step 5, round r, process 0), not the pair's
+    expected = [str(i) for i in random.Random("dapo/0/5/0/0").sample(range(30), 4)]
+    assert task.sampled[1] == expected
     # the refills are a pure function of (seed, step, round): a second run draws the same
     again = ScriptedTask()
     DAPO.sample(dapo_on(again, max_refills=20), first, {})
