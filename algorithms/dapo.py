@@ -58,6 +58,7 @@ class DAPO(GRPO):
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
         self.max_refills, self.overlong_penalty = max_refills, overlong_penalty
         self.overlong_buffer = self.sampling.max_new_tokens // 5 if overlong_buffer is None else overlong_buffer
+        self.dynamic_sampling: dict[str, int] = {}  # this step's refills, for its record
 
     @classmethod
     def check_args(cls, args):
@@ -111,4 +112,4 @@ class DAPO(GRPO):
                 lengths, self.sampling.max_new_tokens, self.overlong_buffer, self.overlong_penalty
             ).to(rewards.device)
         per_rollout = group_advantages(rewards.view(-1, self.group_size), self.eps, self.scale_by_std).view(-1, 1)
-        return per_rollout * rollouts.eligible, dict(getattr(self, "dynamic_sampling", {}))
+        return per_rollout * rollouts.eligible, dict(self.dynamic_sampling)

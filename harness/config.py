@@ -301,7 +301,7 @@ def check_values(suite: Suite, where: str) -> None:
                 f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
             )
         prompts, minibatches = settings["schedule"].prompts_per_step // t.devices, settings["update"].minibatches
-        if minibatches < 1 or prompts % minibatches:
+        if prompts % minibatches:  # >= 1 already: UpdateArgs checks its own range
             raise ConfigError(
                 f"{where}.update.minibatches: {minibatches} (for {name}) must divide the {prompts} prompts a process "
                 "updates on each step, so that every update has as many"

@@ -56,7 +56,8 @@ def test_rloo_loss_is_trls_at_one_update_a_step():
     advantages = torch.randn(4, generator=g)
     ours_in, theirs_in = logprobs.clone().requires_grad_(True), logprobs.clone().requires_grad_(True)
     args = UpdateArgs(**RLOO.update_overrides)
-    old = (logprobs + torch.randn(4, 6, generator=g) * 0.2) * mask
+    spread = torch.tensor([[0.02], [0.2], [0.02], [0.3]])  # rows whose ratio stays inside the clip, rows outside
+    old = (logprobs + torch.randn(4, 6, generator=g) * spread) * mask
     ours, _ = policy_loss(ours_in, old, advantages[:, None] * mask, mask, args)
     stub = SimpleNamespace(
         epsilon_low=0.2,
@@ -75,6 +76,8 @@ def test_rloo_loss_is_trls_at_one_update_a_step():
         "advantages": advantages,
         "old_logps": old.sum(1),
     }
+    ratios = ((logprobs - old) * mask).sum(1).exp()
+    assert ((ratios < 0.8) | (ratios > 1.2)).any() and ((ratios > 0.8) & (ratios < 1.2)).any()  # clipped and not
     theirs = RLOOTrainer._compute_loss(stub, None, inputs)
     torch.testing.assert_close(ours, theirs)
     ours.backward()
@@ -103,6 +106,7 @@ def test_dapo_overlong_shaping_enters_the_group_advantage_on_single_turn_tasks_o
     module.group_size, module.eps, module.scale_by_std = 4, 1e-4, True
     module.sampling = SimpleNamespace(max_new_tokens=10)
     module.overlong_buffer, module.overlong_penalty = 2, 1.0
+    module.dynamic_sampling = {}
     rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
     batch = stub_batch(rewards, [4, 9, 4, 10])  # penalties 0, -0.5, 0, -1
     shaped = torch.tensor([[1.0, 0.5, 0.0, -1.0]])
