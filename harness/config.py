@@ -345,7 +345,7 @@ def check_values(suite: Suite, where: str) -> None:
                 )
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
-    for key in ("train_file", "eval_file"):
+    for key in ("train_file", "eval_file", "humaneval_file"):
         path = suite.task.init_args.get(key)
         if path is not None and not Path(path).is_file():
             raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")

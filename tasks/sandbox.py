@@ -56,6 +56,52 @@ STOP_GRACE_S = 2.0  # how long the outer bootstrap may take to empty the namespa
 RESULT_LIMIT = 1 << 16  # the result pipe carries a few short JSON lines
 
 
+@dataclass(frozen=True)
+class StdioCases:
+    """Tests of a program that reads standard input and writes standard output (APPS, CodeContests,
+    LiveCodeBench, TACO): the program runs as a script, afresh for each case, with the case's
+    input on stdin; its output must equal the expected one by the field's rule (the same
+    whitespace-separated tokens; numbers within `float_tolerance`, absolute or relative, if set).
+    Pass them where tests are passed; the run's `timeout_s` bounds the whole run (start-up and
+    every case), so give it room for `case_timeout_s` per case (`budget_s`)."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    case_timeout_s: float = 2.0
+    """Wall-clock limit of one case; a case past it is killed and fails."""
+    float_tolerance: float | None = None
+    """None: tokens compare as text. Otherwise two numeric tokens may differ by this much."""
+    partial: bool = False
+    """Reward the fraction of cases passed (every case runs) instead of 1 only if all pass."""
+
+    def __post_init__(self):
+        if len(self.inputs) != len(self.outputs) or not self.inputs:
+            raise ValueError(f"cases: {len(self.inputs)} inputs and {len(self.outputs)} outputs (need as many, >= 1)")
+        if not all(type(x) is str for x in (*self.inputs, *self.outputs)):
+            raise ValueError("cases: every input and output must be text")
+        if not self.case_timeout_s > 0:
+            raise ValueError(f"case_timeout_s: must be > 0 (got {self.case_timeout_s})")
+        if self.float_tolerance is not None and not self.float_tolerance >= 0:
+            raise ValueError(f"float_tolerance: must be >= 0 (got {self.float_tolerance})")
+
+    def budget_s(self, start_s: float = 5.0) -> float:
+        """A whole-run timeout that lets every case use its limit: `start_s` plus one limit a case."""
+        return start_s + self.case_timeout_s * len(self.inputs)
+
+    def job(self) -> dict:
+        return {
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "case_timeout_s": self.case_timeout_s,
+            "float_tolerance": self.float_tolerance,
+            "partial": self.partial,
+        }
+
+
+Tests = str | StdioCases
+"""Python test code run against the program's functions, or standard input/output cases."""
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself could not be set up (not a verdict on the program)."""
 
@@ -254,7 +300,7 @@ def _base_env(home: str) -> dict[str, str]:
 
 
 def run_program(
-    program: str, tests: str, timeout_s: float = 5.0, *, memory_mb: int = 512, output_limit: int = 10_000
+    program: str, tests: Tests, timeout_s: float = 5.0, *, memory_mb: int = 512, output_limit: int = 10_000
 ) -> Verdict:
     """Run `program` then `tests` in the sandbox; reward 1.0 only if every test passed.
 
@@ -269,7 +315,7 @@ def run_program(
 
 
 def run_programs(
-    jobs: Sequence[tuple[str, str]], timeout_s: float = 5.0, workers: int | None = None, *, batched: bool = True
+    jobs: Sequence[tuple[str, Tests]], timeout_s: float = 5.0, workers: int | None = None, *, batched: bool = True
 ) -> list[Verdict]:
     """Verdicts of many (program, tests) pairs, in order, `workers` at a time (default: one per
     CPU). Threads suffice: each one only waits on a process. With `batched` (and a kernel that
@@ -283,7 +329,7 @@ def run_programs(
 
 def execute(
     program: str,
-    tests: str,
+    tests: Tests,
     timeout_s: float = 5.0,
     *,
     memory_mb: int = 512,
@@ -335,7 +381,7 @@ def _make_workdir(uid: int | None, tmp_root: str | None) -> str:
 def _job(
     iso: Isolation,
     program: str,
-    tests: str,
+    tests: Tests,
     uid: int | None,
     timeout_s: float,
     memory_mb: int,
@@ -347,7 +393,8 @@ def _job(
     return {
         "token": secrets.token_hex(16),
         "program": program,
-        "tests": tests,
+        "tests": tests if isinstance(tests, str) else "",
+        "cases": tests.job() if isinstance(tests, StdioCases) else None,
         "candidate": _candidate_source(),
         "python": iso.python,
         "seccomp": bpf.hex() if bpf is not None else None,
@@ -501,12 +548,14 @@ def _judge(
     if exit_code == 0 and not fails and any(record.get("passed") is True for record in records):
         return Verdict(1.0, PASSED)
     if fails:
-        return Verdict(0.0, _truncate(str(fails[0].get("message", "failed"))))
+        # a partial score (standard input/output cases with `partial`): the fraction that passed
+        score = next((record["score"] for record in records if "score" in record), 0.0)
+        return Verdict(score if 0.0 <= score < 1.0 else 0.0, _truncate(str(fails[0].get("message", "failed"))))
     phases = [record["phase"] for record in records if "phase" in record]
     return Verdict(0.0, _truncate(_describe_exit(exit_code, phases[-1] if phases else None, stderr)))
 
 
-RECORD_FIELDS = {"phase": str, "fail": str, "message": str, "passed": bool, "error": str}
+RECORD_FIELDS = {"phase": str, "fail": str, "message": str, "passed": bool, "error": str, "score": float}
 
 
 def _record(line: bytes, token: str) -> dict | None:
@@ -591,7 +640,7 @@ class SandboxPool:
     def execute(
         self,
         program: str,
-        tests: str,
+        tests: Tests,
         timeout_s: float = 5.0,
         *,
         memory_mb: int = 512,
@@ -713,7 +762,7 @@ class _Worker:
     def execute(
         self,
         program: str,
-        tests: str,
+        tests: Tests,
         timeout_s: float,
         *,
         memory_mb: int,
