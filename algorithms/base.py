@@ -24,6 +24,7 @@ from algorithms.loss import UpdateArgs, policy_loss
 from rollout import distributed
 from rollout.batch import Rollouts, concatenate
 from rollout.decoding import RolloutEngine, SamplingArgs
+from rollout.lora import adapters_disabled, has_adapters
 from rollout.memory import peak_mb, reset_peak
 from rollout.scoring import masked_mean, sequence_logprobs
 from rollout.sharding import FSDP2, gathered, is_sharded
@@ -134,7 +135,7 @@ class RLVRModule(L.LightningModule):
         else:
             self.engine = RolloutEngine(policy, tokenizer, sampling)
         self.reference = None
-        if update.kl_coef > 0:
+        if update.kl_coef > 0 and not has_adapters(policy):  # with LoRA: the policy, adapters off
             import copy
 
             self.reference = copy.deepcopy(policy).requires_grad_(False).eval()
@@ -288,9 +289,9 @@ class RLVRModule(L.LightningModule):
                 if args.tis_cap is not None:
                     weights = torch.exp(old - batch.sample_logprobs).clamp(max=args.tis_cap) * batch.eligible
                 reference = None
-                if self.reference is not None:
-                    with torch.no_grad():
-                        reference = self.eligible_logprobs(self.reference, batch)
+                if args.kl_coef > 0:
+                    with torch.no_grad(), self.starting_policy() as start:
+                        reference = self.eligible_logprobs(start, batch)
                 loss, clip = policy_loss(
                     logprobs,
                     old,
@@ -447,9 +448,10 @@ class RLVRModule(L.LightningModule):
         return result
 
     @torch.no_grad()
-    def sampled_pass_at_k(self, mine: list[Problem], total: int) -> dict[str, float]:
-        """{"pass@k": the unbiased estimate over the held-out problems} from `samples` completions
-        of each of this process's problems `mine` (every world-th of `total`)."""
+    def sampled_pass_at_k(self, mine: list[Problem], total: int) -> dict[str, Any]:
+        """{"pass@k": the unbiased estimate over the held-out problems, "passes": each problem's
+        count of passing completions, in the held-out order} from `samples` completions of each
+        of this process's problems `mine` (every world-th of `total`)."""
         n = self.eval_args.samples
         devices = [self.device] if self.device.type == "cuda" else []
         passed: list[int] = []
@@ -460,8 +462,17 @@ class RLVRModule(L.LightningModule):
                 chunk = self.task.rollout(self.engine, mine[i : i + size], n)
                 rewards = torch.tensor([v.reward for v in self.task.verify_all(chunk)]).view(-1, n)
                 passed += (rewards > 0.5).sum(-1).tolist()
-        counts = [c for share in distributed.gather(passed) for c in share]
-        return {f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / max(total, 1) for k in self.eval_args.pass_at}
+        shares, world = distributed.gather(passed), distributed.world_size()
+        counts = [shares[i % world][i // world] for i in range(total)]
+        estimates = {
+            f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / max(total, 1) for k in self.eval_args.pass_at
+        }
+        return estimates | {"passes": counts}
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """`python -m harness evaluate`: one evaluation of the held-out set, the same as a training
+        run's at this `rl_step` (which seeds the sampled pass@k draws)."""
+        self.evaluations.append({"step": self.rl_step, **self.evaluate()})
 
     def on_train_start(self) -> None:
         reset_peak()
@@ -505,13 +516,23 @@ class RLVRModule(L.LightningModule):
         """Optimizer parameter groups beyond the policy's (PPO's value head, at its own lr)."""
         return []
 
+    def starting_policy(self):
+        """A context holding the policy the run started from (the KL reference): a frozen copy, or
+        with LoRA the policy itself with its adapters switched off."""
+        return nullcontext(self.reference) if self.reference is not None else adapters_disabled(self.policy)
+
     def state_dict(self, *args, **kwargs):
-        # The reference model is a frozen copy of the start; it is rebuilt, never saved.
-        state = super().state_dict(*args, **kwargs)
-        return {k: v for k, v in state.items() if not k.startswith("reference.")}
+        # The reference model is a frozen copy of the start, and with LoRA the base weights are
+        # the start itself: rebuilt from the starting weights, never saved.
+        state = {k: v for k, v in super().state_dict(*args, **kwargs).items() if not k.startswith("reference.")}
+        if has_adapters(self.policy):  # of the policy, the adapters only
+            trained = {f"policy.{n}" for n, p in self.policy.named_parameters() if p.requires_grad}
+            state = {k: v for k, v in state.items() if not k.startswith("policy.") or k in trained}
+        return state
 
     def load_state_dict(self, state_dict, strict: bool = True, **kwargs):
-        return super().load_state_dict(state_dict, strict=False if self.reference is not None else strict, **kwargs)
+        partial = self.reference is not None or has_adapters(self.policy)
+        return super().load_state_dict(state_dict, strict=False if partial else strict, **kwargs)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rlvr"] = {

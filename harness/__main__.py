@@ -1,4 +1,5 @@
-"""python -m harness run CONFIG [--results DIR] [--list] [filters] | leaderboard DIR [--publish OUT] | bench CONFIG"""
+"""python -m harness run CONFIG [--results DIR] [--list] [filters] | evaluate CONFIG [--model PATH] |
+leaderboard DIR [--publish OUT] | across DIR | bench CONFIG"""
 
 from __future__ import annotations
 
@@ -37,6 +38,26 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="only this run, by its id from --list: SUITE/ALGORITHM-seedK (repeatable)",
+    )
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="evaluate checkpoints on each suite's held-out set, without training, compared on the same items",
+    )
+    evaluate.add_argument("config", type=Path)
+    evaluate.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="a local Hugging Face folder or a run's kept policy (runs/SUITE/RUN/policy), or 'start': the suite's "
+        "own starting weights (repeatable; default: start). The first is the reference the others are tested against",
+    )
+    evaluate.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
+    evaluate.add_argument(
+        "--results", type=Path, default=Path("runs"), help="where the evaluations go: RESULTS/SUITE/evaluation/"
+    )
+    evaluate.add_argument("--samples", type=int, help="sampled completions a problem for pass@k (default: the suite's)")
+    evaluate.add_argument(
+        "--pass-at", type=int, action="append", help="k of pass@k, <= --samples (repeatable; default: the suite's)"
     )
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
     board.add_argument(
@@ -132,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             write_report(board, "python -m harness " + " ".join(argv if argv is not None else sys.argv[1:]), args.out)
             print(f"wrote {args.out}")
         return 0
+    if args.command == "evaluate":
+        return evaluate_checkpoints(benchmark, args)
     from harness.driver import RunFilter, plan, run_benchmark
 
     only = RunFilter(args.suite, args.algorithm, args.seed, args.run)
@@ -144,6 +167,36 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(r.id for r in planned))
         return 0
     run_benchmark(benchmark, args.results, only)
+    return 0
+
+
+def evaluate_checkpoints(benchmark, args) -> int:
+    changes = {}
+    if args.samples is not None:
+        changes["samples"] = args.samples
+    if args.pass_at:
+        changes["pass_at"] = args.pass_at
+    if changes:
+        from algorithms.base import EvalArgs
+
+        for suite in benchmark.suites:
+            try:
+                EvalArgs(**{**vars(suite.settings["evaluation"]), **changes})
+            except ValueError as error:
+                print(f"error: --samples/--pass-at: {error}", file=sys.stderr)
+                return 2
+    from harness.evaluate import evaluate_benchmark
+
+    try:
+        board = evaluate_benchmark(benchmark, args.results, args.suite, args.model, changes)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if board.height:
+        from harness.leaderboard import markdown
+
+        print(markdown(board.drop("path")))
+        print(f"wrote {args.results}/<suite>/evaluation/leaderboard.md")
     return 0
 
 

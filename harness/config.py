@@ -243,7 +243,15 @@ def parse_suite(raw: Any, where: str) -> Suite:
         or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
     ):
         raise ConfigError(f"{where}.seeds: expected a non-empty list of integers")
-    model = build_dataclass(ModelArgs, raw.get("model", {}), f"{where}.model")
+    raw_model = raw.get("model", {})
+    if isinstance(raw_model, dict) and raw_model.get("path") is not None:
+        if raw_model.get("preset") is not None:
+            raise ConfigError(
+                f"{where}.model.path: names weights to load; preset {raw_model['preset']!r} builds its own"
+            )
+        # a folder of weights (a checkpoint, a kept policy) starts RL as it is unless told otherwise
+        raw_model = {"preset": None, "warm_start": None} | raw_model
+    model = build_dataclass(ModelArgs, raw_model, f"{where}.model")
     if model.preset not in (None, "tiny"):
         raise ConfigError(f"{where}.model.preset: unknown preset {model.preset!r} (use 'tiny', or null with a path)")
     if model.preset is None:
@@ -343,6 +351,11 @@ def check_values(suite: Suite, where: str) -> None:
                 raise ConfigError(
                     f"{where}.sampling.chat: {suite.task.class_path} cannot prompt through a chat template"
                 )
+    if suite.model.lora is not None:
+        if importlib.util.find_spec("peft") is None:
+            raise ConfigError(f'{where}.model.lora: needs PEFT (pip install -e ".[lora]")')
+        if suite.trainer.strategy == "fsdp":
+            raise ConfigError(f"{where}.model.lora: not with trainer.strategy: fsdp; use ddp (adapters are small)")
     if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
         raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
     for key in ("train_file", "eval_file", "humaneval_file"):

@@ -33,6 +33,7 @@ from harness.leaderboard import publish
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.records import StepRecorder, resume_point, run_name, write_json
 from rollout import distributed
+from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
 from rollout.scoring import activation_checkpointing
 from rollout.sharding import FSDP2, full_state_dict
@@ -183,14 +184,19 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def build_module(suite: Suite, algorithm: str, seed: int, cache_dir: Path, **setting_changes):
+def build_module(
+    suite: Suite, algorithm: str, seed: int, cache_dir: Path, weights: Path | None = None, **setting_changes
+):
     """(the algorithm's module on the suite's starting weights, where those weights are). The
-    weights are built and cached on first use. `setting_changes` replace fields of the suite's
-    settings (e.g. schedule={"steps": 5}) for this module only."""
+    weights are built and cached on first use; `weights` names other ones (a checkpoint to
+    evaluate). `setting_changes` replace fields of the suite's settings (e.g. schedule={"steps":
+    5}) for this module only."""
     task = suite.task.resolve()(**suite.task.init_args)
-    weights = starting_weights(suite.model, task, suite.task_key(), cache_dir)
+    weights = weights or starting_weights(suite.model, task, suite.task_key(), cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
+    if suite.model.lora is not None:
+        add_adapters(policy, suite.model.lora)
     if suite.model.gradient_checkpointing:
         activation_checkpointing(policy, enable=True)
     policy.train()
@@ -333,7 +339,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     if module.rl_step < module.schedule.steps:
         raise RuntimeError(f"{run_dir.name} stopped at step {module.rl_step} of {module.schedule.steps}")
     if suite.trainer.keep_policy:
-        save_policy(module, run_dir / "policy")
+        save_policy(module, run_dir / "policy", weights)
     if not trainer.is_global_zero:
         return preparation_s
     if start_key not in measured:
@@ -361,6 +367,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
             "wall_clock_s": module.wall_clock_s,
             "warm_start_s": preparation_s,
             "memory_estimate_mb": memory["total"],
+            "trainable_parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),
             "accuracy_before": module.evaluations[0]["accuracy"],
             "accuracy_after": module.evaluations[-1]["accuracy"],
             **module.hyperparameters(),
@@ -391,16 +398,21 @@ def memory_estimate(suite: Suite, module) -> dict[str, float]:
         bf16=t.precision == "bf16-mixed",
         checkpointing=suite.model.gradient_checkpointing,
         offload=t.cpu_offload,
+        trainable=sum(p.numel() for p in module.parameters() if p.requires_grad),
     )
 
 
-def save_policy(module, directory: Path) -> None:
+def save_policy(module, directory: Path, base: Path) -> None:
     """The trained policy as a directory `AutoModelForCausalLM.from_pretrained` loads, written by
-    the first process (collective under FSDP, which gathers the shards)."""
+    the first process (collective under FSDP, which gathers the shards). With LoRA, the adapters
+    merged into the weights there, and the adapter alone in `adapter/` (PEFT's format, for
+    `PeftModel.from_pretrained` on `base`, the weights the run started from)."""
     state = full_state_dict(module.policy)
     if distributed.rank() == 0:
         module.policy.save_pretrained(directory, state_dict=state)
         module.tokenizer.save_pretrained(directory)
+        if has_adapters(module.policy):
+            save_adapter(module.policy, directory / "adapter", str(base))
 
 
 def versions() -> dict[str, str | int]:
@@ -475,5 +487,6 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=".*modules? in eval mode.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*LitLogger.*")
+    warnings.filterwarnings("ignore", message=".*`validation_step` but have no `val_dataloader`.*")  # evaluate's
     # Resuming mid-"epoch" is by design: the prompt stream is keyed by the checkpointed step counter.
     warnings.filterwarnings("ignore", message=".*ended before the epoch ended.*")

@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.tiny import TinyConfig, save_tiny
+from rollout.lora import LoraArgs
 from tasks.base import Problem, Task
 
 WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
@@ -68,7 +69,9 @@ class ModelArgs:
     preset: str | None = "tiny"
     """'tiny' builds the embedded Qwen3 from `tiny`; None loads `path`."""
     path: str | None = None
-    """A local directory that AutoModelForCausalLM / AutoTokenizer load (e.g. Qwen3-8B)."""
+    """A local directory that AutoModelForCausalLM / AutoTokenizer load (e.g. Qwen3-8B, or a run's
+    kept policy, `runs/<suite>/<run>/policy`). Given in a config, `preset` and `warm_start`
+    default to null: the weights start as they are."""
     tiny: TinyConfig = field(default_factory=TinyConfig)
     warm_start: WarmStartArgs | None = field(default_factory=WarmStartArgs)
     """None: start RL from the weights as they are."""
@@ -76,6 +79,9 @@ class ModelArgs:
     """The weights' storage type: float32, so that AdamW keeps every update (in bf16 an update of
     1e-6 relative to a weight of 0.02 is below its resolution and is lost). bf16 compute is
     `trainer.precision: bf16-mixed`."""
+    lora: LoraArgs | None = None
+    """Train low-rank adapters (PEFT) instead of every weight: `{r, alpha, dropout,
+    target_modules}` (`rollout.lora.LoraArgs`); None: full weights."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass instead of keeping them
     (transformers' gradient checkpointing): less memory for long rows, about a third more compute.

@@ -59,6 +59,7 @@ def estimate_mb(
     bf16: bool = False,
     checkpointing: bool = False,
     offload: bool = False,
+    trainable: int | None = None,
 ) -> dict[str, float]:
     """What one process holds at its peak, in MiB, by part: float32 weights, gradients and AdamW's
     two moments with the temporary its foreach step makes (each divided by `shards` under FSDP, on the host with `offload`); a full copy of
@@ -67,7 +68,9 @@ def estimate_mb(
     inputs, its attention and MLP intermediates, or only each layer's input when checkpointed)
     and the vocabulary projection of the `scored` tokens of a row; the KV cache for
     `rows_per_generate` rows.
-    `config`: the model's transformers config. An estimate for planning, not a bound."""
+    `config`: the model's transformers config. `trainable`: the parameters that train (LoRA's
+    adapters), whose gradients and optimizer state are kept; None: all. An estimate for planning,
+    not a bound."""
     mib = 2**20
     compute = 2 if bf16 else 4
     h, inter, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
@@ -75,10 +78,11 @@ def estimate_mb(
     tokens = rows_per_update * length
     per_layer = (h if checkpointing else 8 * h + 2 * kv + 3 * inter) * compute  # bytes a token
     states = 0.0 if offload else parameters * 4 / shards / mib
+    trained = states if trainable is None else 0.0 if offload else trainable * 4 / shards / mib
     parts = {
         "weights": states,
-        "gradients": states,
-        "optimizer": 3 * states,  # AdamW's two moments, and the step's temporary of their size
+        "gradients": trained,
+        "optimizer": 3 * trained,  # AdamW's two moments, and the step's temporary of their size
         "compute_copy": parameters * compute / mib if (bf16 or shards > 1) else 0.0,
         "activations": (tokens * layers * per_layer + rows_per_update * scored * config.vocab_size * (compute + 4))
         / mib,

@@ -31,6 +31,8 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
+from rollout.lora import has_adapters, merged_weights
+
 
 class FSDP2(ModelParallelStrategy):
     """FSDP2 over every process of the run (no tensor parallelism). The module's
@@ -99,6 +101,8 @@ def gathered(model: torch.nn.Module):
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The model's whole state on the CPU: under FSDP gathered from the shards onto the first
     process (a collective: every process calls it; the others get an empty dict)."""
+    if has_adapters(model):  # not sharded (refused with FSDP): the adapters merged in
+        return {k: v.cpu() for k, v in merged_weights(model)}
     if not is_sharded(model):
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -110,5 +114,8 @@ def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """The model's state one whole tensor at a time, on its device: under FSDP each gathered from
     the shards as it is reached (a collective a tensor, so every process walks the same names in
     the same order, and never holds more than one gathered tensor at once)."""
+    if has_adapters(model):
+        yield from merged_weights(model)
+        return
     for name, tensor in model.state_dict().items():
         yield name, (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach()

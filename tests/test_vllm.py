@@ -46,6 +46,32 @@ def test_greedy_rollouts_equal_ours_before_and_after_an_optimizer_step(engines):
     assert after == generated(ours.generate(problems, greedy=True)) and after != before
 
 
+def test_a_lora_policy_reaches_the_engine_merged(tmp_path):
+    """With adapters (`model.lora`), the engine starts from the base weights and each push folds
+    the adapters in: its greedy rollouts equal ours after the adapters moved."""
+    pytest.importorskip("peft")
+    from harness.models import load_policy
+    from harness.tiny import TinyConfig, save_tiny
+    from rollout.lora import LoraArgs, add_adapters
+    from rollout.vllm_engine import VLLMEngine
+
+    directory = save_tiny(TinyConfig(**TINY), tmp_path / "tiny")
+    policy, tokenizer = load_policy(directory)
+    add_adapters(policy, LoraArgs(r=4, alpha=8))
+    sampling = SamplingArgs(max_new_tokens=12, temperature=0.7, backend="vllm", vllm_memory_share=0.05)
+    vllm, ours = VLLMEngine(policy, tokenizer, sampling, directory), RolloutEngine(policy, tokenizer, sampling)
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    before = generated(vllm.generate(problems, greedy=True))
+    assert before == generated(ours.generate(problems, greedy=True))
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn_like(p))
+    vllm.push_weights()
+    after = generated(vllm.generate(problems, greedy=True))
+    assert after == generated(ours.generate(problems, greedy=True)) and after != before
+
+
 def test_sampled_logprobs_agree_with_the_policys_and_groups_draw_apart(engines):
     """float32 on both sides: the two compute the same log-softmax with different kernels, whose
     rounding differs by a few ulps of numbers of order 1-10, i.e. about 1e-6."""
@@ -93,6 +119,7 @@ def run_suite(tmp_path, name, task, algorithms, steps=10):
         "schedule": {"steps": steps, "prompts_per_step": 4},
         "sampling": {"max_new_tokens": 10, "temperature": 0.7, "backend": "vllm", "vllm_memory_share": 0.05},
         "evaluation": {"every": steps},
+        "trainer": {"keep_policy": True},
     }
     config = tmp_path / f"{name}.yaml"
     config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
@@ -114,6 +141,16 @@ def test_grpo_and_hp_rlvr_train_on_math_through_vllm_with_the_mismatch_recorded(
         assert (metrics["grad_norm"] > 0).any()  # it trained
         assert metrics["sampler/logprob_diff_mean"].max() < 1e-5
         assert metrics["sampler/logprob_diff_max"].max() < 1e-4
+    # `harness evaluate` through vLLM: the run's own first and last evaluations, item by item
+    policy = suite / "hp_rlvr-seed0" / "policy"
+    config, results = tmp_path / "math.yaml", str(tmp_path / "runs")
+    assert main(["evaluate", str(config), "--results", results, "--model", "start", "--model", str(policy)]) == 0
+    board = pl.read_parquet(suite / "evaluation" / "leaderboard.parquet")
+    evaluations = pl.read_parquet(suite / "hp_rlvr-seed0" / "eval.parquet")
+    for row, at in zip(board.iter_rows(named=True), (0, -1)):
+        items = pl.read_parquet(suite / "evaluation" / row["model"] / "items.parquet")
+        assert items["reward"].to_list() == evaluations["rewards"][at].to_list()
+    assert board["settings_of"].to_list() == ["grpo", "hp_rlvr"]
 
 
 @pytest.mark.slow
