@@ -82,6 +82,14 @@ class TrainerArgs:
     """Save the trained policy as `<run>/policy/`, a directory that transformers'
     `AutoModelForCausalLM.from_pretrained` loads (gathered from the shards under fsdp). A finished
     run deletes its checkpoints otherwise, and only its records stay."""
+    loggers: list[str] | None = None
+    """Where each step's record goes besides the run's parquet files, through Lightning's loggers:
+    any of csv (`<run>/logs/`), tensorboard (`<run>/tensorboard/`), wandb, mlflow. Each run is
+    named by its id (`suite/algorithm-seedK`), carries its settings as hyperparameters, and ends
+    with its summary logged as `final/...`. W&B reads WANDB_PROJECT (default rlvr-harness) and
+    WANDB_MODE (offline to log without a network); MLflow logs to MLFLOW_TRACKING_URI, by default
+    a local store, `mlflow.db` (SQLite) beside the suites' folders (`mlflow ui --backend-store-uri
+    sqlite:///runs/mlflow.db`). None: csv, and tensorboard where it is installed."""
     checkpoint_every_s: float = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
     its last step: a killed run loses at most about this much work. 0: after every step (on the
@@ -351,6 +359,14 @@ def check_values(suite: Suite, where: str) -> None:
                 raise ConfigError(
                     f"{where}.sampling.chat: {suite.task.class_path} cannot prompt through a chat template"
                 )
+    extras = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+    for name in t.loggers or []:
+        if name not in ("csv", *extras):
+            raise ConfigError(f"{where}.trainer.loggers: unknown logger {name!r} (use csv, tensorboard, wandb, mlflow)")
+        if name in extras and importlib.util.find_spec(extras[name]) is None:
+            raise ConfigError(f'{where}.trainer.loggers: {name} is not installed (pip install -e ".[{name}]")')
+    if t.loggers is not None and len(set(t.loggers)) != len(t.loggers):
+        raise ConfigError(f"{where}.trainer.loggers: a logger is named twice ({', '.join(t.loggers)})")
     if suite.model.lora is not None:
         if importlib.util.find_spec("peft") is None:
             raise ConfigError(f'{where}.model.lora: needs PEFT (pip install -e ".[lora]")')

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import os
 import shutil
 import time
 import warnings
@@ -29,9 +30,9 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
 from harness.config import Benchmark, Suite, TrainerArgs
-from harness.leaderboard import publish
+from harness.leaderboard import publish, run_table
 from harness.models import load_policy, starting_weights, weights_recipe
-from harness.records import StepRecorder, resume_point, run_name, write_json
+from harness.records import StepRecorder, records_frame, resume_point, run_name, write_json
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
@@ -321,7 +322,9 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         precision=suite.trainer.precision,
         use_distributed_sampler=False,  # the batches are step numbers; every process runs every step
         max_epochs=-1,
-        logger=loggers(run_dir),
+        logger=loggers(
+            run_dir, suite.trainer.loggers, f"{suite.name}/{run_dir.name}", run_spec(suite, algorithm, seed)
+        ),
         callbacks=[recorder, TQDMProgressBar()],
         plugins=[recorder.checkpoint_io],
         enable_checkpointing=False,  # StepRecorder checkpoints, atomically, in the background
@@ -347,33 +350,32 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
             _, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
             start = {k: v for k, v in module.evaluations[0].items() if k != "step"}
             write_json({**measured, start_key: start}, suite_dir / "start-evaluations.json")
-    write_json(
-        {
-            "suite": suite.name,
-            "task": suite.task.class_path.rsplit(".", 1)[-1],
-            "task_spec": task_key,
-            "algorithm": algorithm,
-            "algorithm_class": suite.algorithms[algorithm].class_path,
-            "algorithm_args": own,
-            "baseline": suite.baseline,
-            "seed": seed,
-            "spec": run_spec(suite, algorithm, seed),
-            "model": str(weights),
-            "model_name": suite.model.preset or Path(suite.model.path).name,
-            "versions": versions(),
-            "group_size": module.group_size,
-            "devices": trainer.world_size,
-            "steps": module.rl_step,
-            "wall_clock_s": module.wall_clock_s,
-            "warm_start_s": preparation_s,
-            "memory_estimate_mb": memory["total"],
-            "trainable_parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),
-            "accuracy_before": module.evaluations[0]["accuracy"],
-            "accuracy_after": module.evaluations[-1]["accuracy"],
-            **module.hyperparameters(),
-        },
-        run_dir / "run.json",
-    )
+    summary = {
+        "suite": suite.name,
+        "task": suite.task.class_path.rsplit(".", 1)[-1],
+        "task_spec": task_key,
+        "algorithm": algorithm,
+        "algorithm_class": suite.algorithms[algorithm].class_path,
+        "algorithm_args": own,
+        "baseline": suite.baseline,
+        "seed": seed,
+        "spec": run_spec(suite, algorithm, seed),
+        "model": str(weights),
+        "model_name": suite.model.preset or Path(suite.model.path).name,
+        "versions": versions(),
+        "group_size": module.group_size,
+        "devices": trainer.world_size,
+        "steps": module.rl_step,
+        "wall_clock_s": module.wall_clock_s,
+        "warm_start_s": preparation_s,
+        "memory_estimate_mb": memory["total"],
+        "trainable_parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),
+        "accuracy_before": module.evaluations[0]["accuracy"],
+        "accuracy_after": module.evaluations[-1]["accuracy"],
+        **module.hyperparameters(),
+    }
+    write_json(summary, run_dir / "run.json")
+    log_summary(trainer, module, summary)
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return preparation_s
 
@@ -469,15 +471,65 @@ def strategy(args: TrainerArgs):
     return "auto"
 
 
-def loggers(run_dir: Path) -> list:
-    """CSV always (logs/version_0, then version_1 after a resume: nothing overwritten), and
-    TensorBoard (tensorboard/) when it is installed."""
-    chosen = [CSVLogger(run_dir, name="logs")]
-    if importlib.util.find_spec("tensorboard") or importlib.util.find_spec("tensorboardX"):
-        from lightning.pytorch.loggers import TensorBoardLogger
+def loggers(run_dir: Path, names: list[str] | None, run_id: str, spec: dict) -> list:
+    """The run's Lightning loggers (`trainer.loggers`), its settings logged as hyperparameters.
+    CSV writes logs/version_0, then version_1 after a resume (nothing overwritten); W&B and MLflow
+    continue the same run after a resume (its id kept in the run folder)."""
+    if names is None:
+        names = ["csv"] + ["tensorboard"] * bool(importlib.util.find_spec("tensorboard"))
+    chosen = []
+    for name in names:
+        if name == "csv":
+            chosen.append(CSVLogger(run_dir, name="logs"))
+        elif name == "tensorboard":
+            from lightning.pytorch.loggers import TensorBoardLogger
 
-        chosen.append(TensorBoardLogger(run_dir, name="tensorboard"))
+            chosen.append(TensorBoardLogger(run_dir, name="tensorboard"))
+        elif name == "wandb":
+            from lightning.pytorch.loggers import WandbLogger
+
+            project = os.environ.get("WANDB_PROJECT", "rlvr-harness")
+            key = hashlib.sha1(f"{run_dir.resolve()}".encode()).hexdigest()[:16]  # the same run after a resume
+            chosen.append(
+                WandbLogger(
+                    name=run_id, project=project, group=run_id.split("/")[0], save_dir=run_dir, id=key, resume="allow"
+                )
+            )
+        elif name == "mlflow":
+            from lightning.pytorch.loggers import MLFlowLogger
+
+            uri = (
+                os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(run_dir.parent.parent / 'mlflow.db').resolve()}"
+            )
+            known = run_dir / "mlflow-run-id"
+            chosen.append(
+                MLFlowLogger(
+                    experiment_name=run_id.split("/")[0],
+                    run_name=run_id,
+                    tracking_uri=uri,
+                    run_id=known.read_text().strip() if known.exists() else None,
+                )
+            )
+            if distributed.rank() == 0:
+                known.write_text(chosen[-1].run_id)
+    for logger in chosen:
+        logger.log_hyperparams(spec)
     return chosen
+
+
+def log_summary(trainer: L.Trainer, module, summary: dict) -> None:
+    """The run's row of the leaderboard's run table (`harness.leaderboard.run_table`: rollouts,
+    accuracies, zero-gradient fraction, stage times...) on every logger as `final/...`, then each
+    logger closed: the next run in this process starts a W&B run of its own."""
+    frames = (records_frame(module.records), records_frame(module.evaluations))
+    (row,) = run_table([(summary, *frames)]).iter_rows(named=True)
+    numbers = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    final = {f"final/{k}": float(v) for k, v in numbers.items()}
+    for logger in trainer.loggers:
+        logger.log_metrics(final, step=module.rl_step)
+        logger.save()
+        if type(logger).__name__ == "WandbLogger":
+            logger.experiment.finish()
 
 
 def quiet_libraries() -> None:
