@@ -59,6 +59,24 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument(
         "--pass-at", type=int, action="append", help="k of pass@k, <= --samples (repeatable; default: the suite's)"
     )
+    run.add_argument(
+        "--slurm", action="store_true", help="submit the runs selected, one job each, instead of running them here"
+    )
+    run.add_argument(
+        "--cluster",
+        choices=["slurm", "local"],
+        default="slurm",
+        help="with --slurm: where the jobs go (local: submitit's local executor, processes on this machine)",
+    )
+    run.add_argument(
+        "--slurm-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --slurm: a job parameter by submitit's name (timeout_min, cpus_per_task, gpus_per_node, mem_gb, "
+        "slurm_partition, slurm_account, ...; repeatable)",
+    )
+    run.add_argument("--slurm-logs", type=Path, help="with --slurm: the jobs' logs (default: RESULTS/slurm)")
     board = commands.add_parser("leaderboard", help="re-publish leaderboards from finished runs")
     board.add_argument(
         "directory", type=Path, help="a folder of suites (or one suite), as run folders or published records"
@@ -166,6 +184,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(r.id for r in planned))
         return 0
+    if args.slurm:
+        from harness.slurm import parse_params, submit
+
+        try:
+            params = parse_params(args.slurm_param)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        logs = args.slurm_logs or args.results / "slurm"
+        jobs = submit(args.config, planned, args.results, args.cluster, params, logs)
+        for run, job in jobs:
+            print(f"{run.id}: job {job.job_id}")
+        print(f"submitted {len(jobs)} jobs; their logs in {logs}, their runs in {args.results}")
+        return 0
+    elif args.slurm_param or args.slurm_logs:
+        print("error: --slurm-param/--slurm-logs: only with --slurm", file=sys.stderr)
+        return 2
     run_benchmark(benchmark, args.results, only)
     return 0
 

@@ -64,8 +64,11 @@ class TrainerArgs:
 
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     devices: int = 1
-    """Processes per run. More than one splits each step's prompts between them (see
-    `rollout.distributed`); prompts_per_step must divide evenly."""
+    """Processes per run on each node. More than one splits each step's prompts between them (see
+    `rollout.distributed`); prompts_per_step must divide evenly among all of them."""
+    num_nodes: int = 1
+    """Machines per run (Lightning's `num_nodes`): devices x num_nodes processes, started on each
+    node by torchrun or SLURM's srun, as Lightning expects (docs/cluster.md)."""
     strategy: Literal["auto", "ddp", "fsdp"] = "auto"
     """auto: one process, or DDP when devices > 1. ddp: `rollout.distributed.RolloutDDP` (over gloo
     on CPU): every process holds the whole model. fsdp: FSDP2 (`rollout.sharding`): parameters,
@@ -94,6 +97,11 @@ class TrainerArgs:
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
     its last step: a killed run loses at most about this much work. 0: after every step (on the
     tiny model a per-step checkpoint costs 5-10% of a one-rollout step)."""
+
+    @property
+    def processes(self) -> int:
+        """The run's processes over every node."""
+        return self.devices * self.num_nodes
 
 
 @dataclass
@@ -290,11 +298,13 @@ def check_values(suite: Suite, where: str) -> None:
     t = suite.trainer
     if t.devices < 1:
         raise ConfigError(f"{where}.trainer.devices: must be >= 1 (got {t.devices})")
+    if t.num_nodes < 1:
+        raise ConfigError(f"{where}.trainer.num_nodes: must be >= 1 (got {t.num_nodes})")
     if t.checkpoint_every_s < 0:
         raise ConfigError(f"{where}.trainer.checkpoint_every_s: must be >= 0 (got {t.checkpoint_every_s})")
-    if s.prompts_per_step % t.devices:
+    if s.prompts_per_step % t.processes:
         raise ConfigError(
-            f"{where}.trainer.devices: {t.devices} processes cannot share {s.prompts_per_step} prompts per step evenly"
+            f"{where}.trainer.devices: {t.processes} processes cannot share {s.prompts_per_step} prompts per step evenly"
         )
     if t.cpu_offload and t.strategy != "fsdp":
         raise ConfigError(f"{where}.trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp")
@@ -312,11 +322,11 @@ def check_values(suite: Suite, where: str) -> None:
             spec.resolve().check_task(suite.task.resolve(), own)
         except ValueError as error:
             raise ConfigError(f"{where}.algorithms.{name}: {error}") from None
-        if settings["schedule"].prompts_per_step % t.devices:
+        if settings["schedule"].prompts_per_step % t.processes:
             raise ConfigError(
-                f"{where}.algorithms.{name}: {t.devices} processes cannot share its prompts per step evenly"
+                f"{where}.algorithms.{name}: {t.processes} processes cannot share its prompts per step evenly"
             )
-        prompts, minibatches = settings["schedule"].prompts_per_step // t.devices, settings["update"].minibatches
+        prompts, minibatches = settings["schedule"].prompts_per_step // t.processes, settings["update"].minibatches
         if prompts % minibatches:  # >= 1 already: UpdateArgs checks its own range
             raise ConfigError(
                 f"{where}.update.minibatches: {minibatches} (for {name}) must divide the {prompts} prompts a process "

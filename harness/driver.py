@@ -318,6 +318,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
         devices=suite.trainer.devices,
+        num_nodes=suite.trainer.num_nodes,
         strategy=strategy(suite.trainer),
         precision=suite.trainer.precision,
         use_distributed_sampler=False,  # the batches are step numbers; every process runs every step
@@ -388,7 +389,7 @@ def memory_estimate(suite: Suite, module) -> dict[str, float]:
     t = suite.trainer
     prompts = [module.engine.prompt_ids(p.prompt) for p in list(module.task.train_problems())[:256]]
     new_tokens = module.sampling.max_new_tokens * getattr(module.task, "max_turns", 1)
-    per_process = module.schedule.prompts_per_step // t.devices
+    per_process = module.schedule.prompts_per_step // t.processes
     return estimate_mb(
         sum(p.numel() for p in module.parameters()),
         module.policy.config,
@@ -396,7 +397,7 @@ def memory_estimate(suite: Suite, module) -> dict[str, float]:
         rows_per_generate=min(per_process * module.group_size, module.sampling.batch_size),
         length=max(map(len, prompts), default=0) + new_tokens,
         scored=new_tokens,
-        shards=t.devices if t.strategy == "fsdp" else 1,
+        shards=t.processes if t.strategy == "fsdp" else 1,
         bf16=t.precision == "bf16-mixed",
         checkpointing=suite.model.gradient_checkpointing,
         offload=t.cpu_offload,
@@ -465,8 +466,8 @@ def start_evaluation(
 def strategy(args: TrainerArgs):
     """The Lightning strategy for a suite's `trainer.strategy`."""
     if args.strategy == "fsdp":
-        return FSDP2(args.devices, cpu_offload=args.cpu_offload)
-    if args.strategy == "ddp" or args.devices > 1:
+        return FSDP2(args.processes, cpu_offload=args.cpu_offload)
+    if args.strategy == "ddp" or args.processes > 1:
         return distributed.RolloutDDP(process_group_backend="gloo" if args.accelerator == "cpu" else None)
     return "auto"
 

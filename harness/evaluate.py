@@ -143,6 +143,7 @@ def evaluate_checkpoint(suite: Suite, checkpoint: Checkpoint, cache_dir: Path, f
     trainer = L.Trainer(
         accelerator=suite.trainer.accelerator,
         devices=suite.trainer.devices,
+        num_nodes=suite.trainer.num_nodes,
         strategy=strategy(suite.trainer),
         precision=suite.trainer.precision,
         logger=False,

@@ -43,9 +43,13 @@ def world_size() -> int:
 
 
 def rank() -> int:
-    """This process's rank; before the process group exists, the rank Lightning's launcher gave
-    the process (LOCAL_RANK: a single machine), so that only rank 0 prints or writes."""
-    return torch.distributed.get_rank() if initialized() else int(os.environ.get("LOCAL_RANK", "0"))
+    """This process's rank; before the process group exists, the rank its launcher gave it
+    (torchrun's RANK, srun's SLURM_PROCID, or on one machine Lightning's LOCAL_RANK), so that only
+    rank 0 prints or writes."""
+    if initialized():
+        return torch.distributed.get_rank()
+    launched = os.environ.get("RANK") or (os.environ.get("SLURM_PROCID") if "SLURM_NTASKS" in os.environ else None)
+    return int(launched or os.environ.get("LOCAL_RANK", "0"))
 
 
 def shard(items: Sequence[T], rank_: int | None = None, world: int | None = None) -> list[T]:
