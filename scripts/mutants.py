@@ -31,6 +31,11 @@ TRAINING = ["tests/test_e2e.py", "tests/test_temperature.py"]
 ENGINE = ["tests/test_engine.py"]
 BOARD = ["tests/test_leaderboard.py"]
 TASKS = ["tests/test_math.py", "tests/test_code.py", "tests/test_feedback.py"]
+STDIO = ["tests/test_sandbox_stdio.py", "tests/test_code_files.py"]
+EVALUATE = ["tests/test_evaluate.py"]
+LORA = ["tests/test_lora.py"]
+NODES = ["tests/test_multinode.py"]
+LOGGERS = ["tests/test_loggers.py"]
 
 # (name, file, old text, new text, the tests that concern it)
 MUTANTS = [
@@ -490,6 +495,97 @@ MUTANTS = [
         'gain = g["accuracy_after"] - g["accuracy_before"]',
         'gain = g["accuracy_before"] - g["accuracy_after"]',
         BOARD,
+    ),
+    # code problems from files, judged on standard input and output
+    (
+        "stdio: lines compared, not tokens",
+        "tasks/_sandbox_judge.py",
+        "mine, theirs = got.split(), expected.split()",
+        "mine, theirs = got.splitlines(), expected.splitlines()",
+        STDIO,
+    ),
+    (
+        "stdio: the tolerance ignored",
+        "tasks/_sandbox_judge.py",
+        "if not math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance):",
+        "if x != y:",
+        STDIO,
+    ),
+    ("stdio: no partial score", "tasks/_sandbox_judge.py", "        write_record(score=passed / total)\n", "", STDIO),
+    (
+        "stdio: no per-case limit",
+        "tasks/_sandbox_candidate.py",
+        "deadline, pause, status = time.monotonic() + limit_s, 0.0002, None",
+        "deadline, pause, status = time.monotonic() + 3600, 0.0002, None",
+        STDIO,
+    ),
+    (
+        "code files: MBPP's every assert shown",
+        "tasks/code_files.py",
+        'example = example or (asserts[0] if asserts else "")',
+        'example = example or "\\n".join(asserts)',
+        STDIO,
+    ),
+    # checkpoints evaluated without training
+    (
+        "evaluate: a kept policy drawn at step 0",
+        "harness/evaluate.py",
+        "module.rl_step = checkpoint.draw_step",
+        "module.rl_step = 0",
+        EVALUATE,
+    ),
+    (
+        "evaluate: pass counts in rank order",
+        "algorithms/base.py",
+        "counts = [shares[i % world][i // world] for i in range(total)]",
+        "counts = [c for share in shares for c in share]",
+        EVALUATE,
+    ),
+    # LoRA
+    ("lora: the base trains too", "rollout/lora.py", 'parameter.requires_grad_("lora_" in name)', "pass", LORA),
+    (
+        "lora: merged without the adapter",
+        "rollout/lora.py",
+        "tensor = tensor + layers[owner].get_delta_weight(ADAPTER).to(tensor.dtype)",
+        "tensor = tensor",
+        LORA,
+    ),
+    ("lora: the reference keeps its adapters", "rollout/lora.py", "layer.enable_adapters(False)", "pass", LORA),
+    (
+        "lora: the whole policy checkpointed",
+        "algorithms/base.py",
+        "if has_adapters(self.policy):  # of the policy, the adapters only",
+        "if False:",
+        LORA,
+    ),
+    # past one machine
+    (
+        "nodes: num_nodes not given to Lightning",
+        "harness/driver.py",
+        "        num_nodes=suite.trainer.num_nodes,\n",
+        "",
+        NODES,
+    ),
+    (
+        "slurm: every run submitted",
+        "harness/__main__.py",
+        "jobs = submit(args.config, planned, args.results",
+        "jobs = submit(args.config, plan(benchmark), args.results",
+        ["tests/test_slurm.py"],
+    ),
+    (
+        "loggers: no hyperparameters",
+        "harness/driver.py",
+        "        logger.log_hyperparams(spec)\n",
+        "        pass\n",
+        LOGGERS,
+    ),
+    (
+        "loggers: W&B run not closed",
+        "harness/driver.py",
+        "            logger.experiment.finish()\n",
+        "            pass\n",
+        LOGGERS,
     ),
 ]
 

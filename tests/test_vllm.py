@@ -46,30 +46,22 @@ def test_greedy_rollouts_equal_ours_before_and_after_an_optimizer_step(engines):
     assert after == generated(ours.generate(problems, greedy=True)) and after != before
 
 
-def test_a_lora_policy_reaches_the_engine_merged(tmp_path):
-    """With adapters (`model.lora`), the engine starts from the base weights and each push folds
-    the adapters in: its greedy rollouts equal ours after the adapters moved."""
-    pytest.importorskip("peft")
-    from harness.models import load_policy
-    from harness.tiny import TinyConfig, save_tiny
-    from rollout.lora import LoraArgs, add_adapters
-    from rollout.vllm_engine import VLLMEngine
+def test_the_internals_the_engine_calls_are_checked_before_a_run(monkeypatch):
+    import vllm
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-    directory = save_tiny(TinyConfig(**TINY), tmp_path / "tiny")
-    policy, tokenizer = load_policy(directory)
-    add_adapters(policy, LoraArgs(r=4, alpha=8))
-    sampling = SamplingArgs(max_new_tokens=12, temperature=0.7, backend="vllm", vllm_memory_share=0.05)
-    vllm, ours = VLLMEngine(policy, tokenizer, sampling, directory), RolloutEngine(policy, tokenizer, sampling)
-    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
-    before = generated(vllm.generate(problems, greedy=True))
-    assert before == generated(ours.generate(problems, greedy=True))
-    with torch.no_grad():
-        for name, p in policy.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn_like(p))
-    vllm.push_weights()
-    after = generated(vllm.generate(problems, greedy=True))
-    assert after == generated(ours.generate(problems, greedy=True)) and after != before
+    from rollout import vllm_engine
+
+    vllm_engine.check_vllm.cache_clear()
+    assert vllm_engine.check_vllm() is None and vllm.__version__ == vllm_engine.TESTED_VLLM
+    vllm_engine.check_vllm.cache_clear()
+    monkeypatch.setattr(EngineArgs, "__dataclass_fields__", {})
+    monkeypatch.setattr(GPUModelRunner, "reload_weights", lambda self, weights_path=None: None)
+    reason = vllm_engine.check_vllm()
+    vllm_engine.check_vllm.cache_clear()
+    assert reason.startswith(f"vLLM {vllm.__version__} lacks EngineArgs.logprobs_mode")
+    assert "GPUModelRunner.reload_weights(weights_iterator=...)" in reason and "tested with 0.32.0" in reason
 
 
 def test_sampled_logprobs_agree_with_the_policys_and_groups_draw_apart(engines):
@@ -107,6 +99,33 @@ def test_an_eos_ends_a_vllm_rollout_as_it_ends_ours(engines):
         with torch.no_grad():
             head.data[eos] = saved
         vllm.push_weights()
+
+
+def test_a_lora_policy_reaches_the_engine_merged(tmp_path):
+    """(After the tests of the shared engine: a second engine in this process ends the first's
+    parallel state.) With adapters (`model.lora`), the engine starts from the base weights and each push folds
+    the adapters in: its greedy rollouts equal ours after the adapters moved."""
+    pytest.importorskip("peft")
+    from harness.models import load_policy
+    from harness.tiny import TinyConfig, save_tiny
+    from rollout.lora import LoraArgs, add_adapters
+    from rollout.vllm_engine import VLLMEngine
+
+    directory = save_tiny(TinyConfig(**TINY), tmp_path / "tiny")
+    policy, tokenizer = load_policy(directory)
+    add_adapters(policy, LoraArgs(r=4, alpha=8))
+    sampling = SamplingArgs(max_new_tokens=12, temperature=0.7, backend="vllm", vllm_memory_share=0.05)
+    vllm, ours = VLLMEngine(policy, tokenizer, sampling, directory), RolloutEngine(policy, tokenizer, sampling)
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    before = generated(vllm.generate(problems, greedy=True))
+    assert before == generated(ours.generate(problems, greedy=True))
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn_like(p))
+    vllm.push_weights()
+    after = generated(vllm.generate(problems, greedy=True))
+    assert after == generated(ours.generate(problems, greedy=True)) and after != before
 
 
 def run_suite(tmp_path, name, task, algorithms, steps=10):
