@@ -440,8 +440,7 @@ class RLVRModule(L.LightningModule):
             for i in range(0, len(mine), self.eval_args.batch_size):
                 chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
                 rewards += [v.reward for v in self.task.verify_all(chunk)]
-        shares = distributed.gather(rewards)
-        rewards = [shares[i % world][i // world] for i in range(len(problems))]
+        rewards = distributed.unstride(distributed.gather(rewards), len(problems))
         result = {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
         if self.eval_args.samples:
             result |= self.sampled_pass_at_k(mine, len(problems))
@@ -462,8 +461,7 @@ class RLVRModule(L.LightningModule):
                 chunk = self.task.rollout(self.engine, mine[i : i + size], n)
                 rewards = torch.tensor([v.reward for v in self.task.verify_all(chunk)]).view(-1, n)
                 passed += (rewards > 0.5).sum(-1).tolist()
-        shares, world = distributed.gather(passed), distributed.world_size()
-        counts = [shares[i % world][i // world] for i in range(total)]
+        counts = distributed.unstride(distributed.gather(passed), total)
         estimates = {
             f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / max(total, 1) for k in self.eval_args.pass_at
         }

@@ -60,6 +60,12 @@ def shard(items: Sequence[T], rank_: int | None = None, world: int | None = None
     return list(items[rank_ * size : (rank_ + 1) * size])
 
 
+def unstride(shares: Sequence[Sequence[T]], total: int) -> list[T]:
+    """Items taken every world-th by rank (`items[rank::world]`), gathered as one list a rank,
+    back in their own order."""
+    return [shares[i % len(shares)][i // len(shares)] for i in range(total)]
+
+
 def gather(obj: Any) -> list[Any]:
     """`obj` from every rank, in rank order (a one-element list without a process group)."""
     if not initialized():

@@ -71,9 +71,7 @@ def add_adapters(model: torch.nn.Module, args: LoraArgs) -> torch.nn.Module:
     if missing:
         raise ValueError(f"target_modules: the model has no layer named {', '.join(missing)}")
     inject_adapter_in_model(args.config(getattr(model, "name_or_path", None)), model, adapter_name=ADAPTER)
-    for name, parameter in model.named_parameters():
-        parameter.requires_grad_("lora_" in name)
-    return model
+    return model  # PEFT freezes every weight but the adapters
 
 
 def adapter_layers(model: torch.nn.Module) -> dict[str, torch.nn.Module]:

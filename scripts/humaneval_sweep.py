@@ -46,7 +46,7 @@ def main() -> int:
     unexpected, disagree, total, sandbox_s = 0, 0, 0, 0.0
     for label, (stub, want) in KINDS.items():
         completions = [p["canonical_solution"] if stub is None else stub for p in problems]
-        jobs = [humaneval_program(p, c) for p, c in zip(problems, completions)]
+        jobs = [(*humaneval_program(p, c), p["prompt"]) for p, c in zip(problems, completions)]  # as CodeTask judges
         t0 = time.monotonic()
         verdicts = run_programs(jobs, args.timeout, workers=args.workers)
         sandbox_s += time.monotonic() - t0

@@ -32,6 +32,7 @@ ENGINE = ["tests/test_engine.py"]
 BOARD = ["tests/test_leaderboard.py"]
 TASKS = ["tests/test_math.py", "tests/test_code.py", "tests/test_feedback.py"]
 STDIO = ["tests/test_sandbox_stdio.py", "tests/test_code_files.py"]
+NAMESPACE = ["tests/test_sandbox_namespace.py"]
 EVALUATE = ["tests/test_evaluate.py"]
 LORA = ["tests/test_lora.py"]
 NODES = ["tests/test_multinode.py"]
@@ -526,6 +527,42 @@ MUTANTS = [
         'example = example or "\\n".join(asserts)',
         STDIO,
     ),
+    # what the tests see of the program (issue #33, classes 1-3)
+    (
+        "judge: every name the program binds",
+        "tasks/_sandbox_judge.py",
+        "or not name.isidentifier() or name not in wanted:",
+        "or not name.isidentifier():",
+        NAMESPACE,
+    ),
+    (
+        "judge: the prompt not run",
+        "tasks/_sandbox_judge.py",
+        "        stubs = _run_prompt(prompt, namespace)\n",
+        "        stubs = None\n",
+        NAMESPACE,
+    ),
+    (
+        "judge: StopIteration passed through",
+        "tasks/_sandbox_judge.py",
+        "if cls in (StopIteration, StopAsyncIteration):",
+        "if cls is None:",
+        NAMESPACE,
+    ),
+    (
+        "judge: mutations not put back",
+        "tasks/_sandbox_judge.py",
+        "                            _put_back(given[key], _decode(value))\n",
+        "                            pass\n",
+        NAMESPACE,
+    ),
+    (
+        "candidate: own classes unnamed",
+        "tasks/_sandbox_candidate.py",
+        "base = next((c for c in type(exc).__mro__ if c in exceptions), None)",
+        "base = type(exc) if type(exc) in exceptions else None",
+        NAMESPACE,
+    ),
     # checkpoints evaluated without training
     (
         "evaluate: a kept policy drawn at step 0",
@@ -535,14 +572,13 @@ MUTANTS = [
         EVALUATE,
     ),
     (
-        "evaluate: pass counts in rank order",
-        "algorithms/base.py",
-        "counts = [shares[i % world][i // world] for i in range(total)]",
-        "counts = [c for share in shares for c in share]",
-        EVALUATE,
+        "evaluate: gathered items in rank order",
+        "rollout/distributed.py",
+        "return [shares[i % len(shares)][i // len(shares)] for i in range(total)]",
+        "return [item for share in shares for item in share]",
+        ["tests/test_distributed.py"] + EVALUATE,
     ),
     # LoRA
-    ("lora: the base trains too", "rollout/lora.py", 'parameter.requires_grad_("lora_" in name)', "pass", LORA),
     (
         "lora: merged without the adapter",
         "rollout/lora.py",

@@ -20,7 +20,9 @@ or, for a program judged on standard input and output (a script, run afresh for 
 Answers (untrusted, so the judge parses them strictly, `decode`): one JSON line each,
 
     {"ready": [[NAME, "function"], [NAME, "module", MODULE], [NAME, "data", VALUE], ...]}
-    {"value": VALUE} | {"nonplain": 1} | {"raised": EXC, "line": LINE, "errno": N} | {"exit": 1} | {"memory": 1}
+    {"value": VALUE} | {"nonplain": 1} | {"raised": EXC, "line": LINE, "errno": N, "own": BOOL} | {"exit": 1}
+    | {"memory": 1}, with "args": [[INDEX, VALUE]...] and "kwargs": [[NAME, VALUE]...] added to an
+    answer to a call: the list, dict and set arguments as the call left them
     {"syntax": LINE, "kind": EXC}                          (the program does not compile)
     {"stdout": VALUE} | {"raised": ...} | {"exit": CODE} | {"signal": N} | {"timeout": 1}
     | {"overflow": 1} | {"memory": 1}                      (a script's run on one input)
@@ -29,8 +31,9 @@ VALUE, the canonical form: JSON null, true and false for None and booleans; ["u"
 for str (so no text needs escaping), ["i", DECIMAL], ["f", float.hex()], ["b", HEX] for int, float
 and bytes; ["l", [...]], ["t", [...]], ["s", [...]], ["z", [...]] (frozenset) and ["d", [[K, V]...]]
 for containers. Only exact types count (a subclass of int or str is not plain: its methods are
-the program's). NAME and MODULE are ["u", HEX] too. EXC is a builtin exception's class name, or
-null for a class of the program's own; LINE the innermost line of the program in the traceback;
+the program's). NAME and MODULE are ["u", HEX] too. EXC is the name of the builtin exception
+class nearest the one raised (its own with "own": false; a class of the program's own is named
+by its nearest builtin base, with "own": true); LINE the innermost line of the program in the traceback;
 N an OSError's errno (the judge names it: EFBIG, ENETUNREACH).
 
 A script's run is a fork of this process, which compiled the program and never ran it: nothing in
@@ -135,12 +138,32 @@ def main():
             if tb.tb_frame.f_code.co_filename == "<program>":
                 line = tb.tb_lineno
             tb = tb.tb_next
-        name = type(exc).__name__ if type(exc) in exceptions else None
+        try:  # the nearest builtin class: a program's own subclass is caught as its base is
+            base = next((c for c in type(exc).__mro__ if c in exceptions), None)
+        except BaseException:  # noqa: BLE001 - a class whose lookup the program broke
+            base = None
+        name = base.__name__ if base is not None else None
+        own = "true" if base is not type(exc) else "false"
         code = exc.errno if isinstance(exc, OSError) and type(exc.errno) is int else None
         return (
             '{"raised":' + ('"' + name + '"' if name else "null") + ',"line":' + (str(line) if line else "null")
-            + ',"errno":' + (str(code) if code else "null") + "}"
+            + ',"errno":' + (str(code) if code else "null") + ',"own":' + own + "}"
         )  # fmt: skip
+
+    def called(function, args, kwargs):
+        """The answer for one call, with the containers among its arguments as the call left
+        them (lists, dicts and sets are passed by value here: the judge puts back what the
+        program did to them)."""
+        text = outcome(lambda: function(*args, **kwargs))
+        mutable = (list, dict, set)
+        try:
+            moved = [f"[{i},{encode(a)}]" for i, a in enumerate(args) if type(a) in mutable]
+            moved_kw = [f"[{_text(k)},{encode(v)}]" for k, v in kwargs.items() if type(v) in mutable]
+        except (NotPlain, RecursionError, MemoryError, ValueError):
+            return '{"nonplain":1}'  # the program put something that is not plain data into one
+        if not moved and not moved_kw:
+            return text
+        return text[:-1] + ',"args":[' + ",".join(moved) + '],"kwargs":[' + ",".join(moved_kw) + "]}"
 
     def outcome(run):
         """The answer for `run()`: its value, or how it ended."""
@@ -210,7 +233,7 @@ def main():
             function = namespace[name]
         except (KeyError, TypeError, ValueError):
             exit_(70)
-        answer(outcome(lambda: function(*args, **kwargs)))
+        answer(called(function, args, kwargs))
 
 
 def _scratch_file():

@@ -49,6 +49,66 @@ def _assert_conditions(tests):
     return conditions
 
 
+def _free_names(tests):
+    """Names the tests read but never bind, less the builtins: what they expect the program (or
+    the prompt) to define. Only these are bound from the program, so a name the program binds
+    for itself (`abs = ...`, `range = ...`) never reaches the tests, whose builtins are the judge's."""
+    import ast
+    import builtins
+
+    loaded, bound = set(), set()
+    for node in ast.walk(ast.parse(tests)):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return loaded - bound - set(dir(builtins))
+
+
+def _run_prompt(prompt, namespace):
+    """Run the problem's prompt (trusted, the task's own text) in the tests' namespace, so the
+    helpers it defines (HumanEval's `poly`) are the prompt's, whatever the program redefines;
+    return the names of the functions it leaves to write, which come from the program: the last
+    one (a completion continues it) and any whose body is only docstrings, imports, `pass` or
+    `...` (HumanEval/115's starts with `import math`). None if the prompt does not run here (then
+    nothing of it is kept)."""
+    import ast
+
+    try:
+        tree = ast.parse(prompt)
+        exec(compile(tree, "<prompt>", "exec", dont_inherit=True), namespace)  # noqa: S102 - the task's own text
+    except BaseException:  # noqa: BLE001 - a prompt that is not whole code (a fragment): not used
+        return None
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    bare = (ast.Pass, ast.Import, ast.ImportFrom)
+    stubs = {
+        n.name
+        for n in functions
+        if n is functions[-1]
+        or all(isinstance(b, bare) or (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)) for b in n.body)
+    }
+    for name in stubs:
+        namespace.pop(name, None)
+    return stubs
+
+
+def _put_back(original, changed):
+    """What the program did to a list, dict or set argument, done to the tests' own object."""
+    if type(original) is not type(changed) or original == changed:
+        return
+    if type(original) is list:
+        original[:] = changed
+    else:
+        original.clear()
+        original.update(changed)
+
+
 class CandidateGone(BaseException):
     """The candidate process ended (or broke the protocol) while the tests called it. A
     BaseException, so that a test's `except Exception` cannot take it for a wrong answer."""
@@ -215,22 +275,24 @@ def _run_judge(job, token, fd):
         return f" (at line {line})" if type(line) is int and 0 < line <= lines else ""
 
     def exception_class(answer):
-        """The builtin exception class the candidate named, or None (a class of its own)."""
+        """The builtin exception class the candidate named (the nearest builtin base of a class
+        of the program's own), or None."""
         name = answer.get("raised")
         cls = getattr(builtins, name, None) if type(name) is str else None
         return cls if isinstance(cls, type) and issubclass(cls, BaseException) else None
 
     def exception_name(answer):
         """That class's name, with an OSError's errno by its symbol (a fixed vocabulary, never
-        text of the program's); None for a class of the program's own."""
+        text of the program's); "a subclass of X" for the program's own; None if none was named."""
         cls, code = exception_class(answer), answer.get("errno")
         if cls is None:
             return None
-        return (
+        name = (
             f"{cls.__name__} ({errno.errorcode[code]})"
             if type(code) is int and code in errno.errorcode
             else cls.__name__
         )
+        return f"a subclass of {name}" if answer.get("own") is True else name
 
     if ready is None or type(ready.get("ready")) is not list:
         answer = ready or {}
@@ -269,6 +331,15 @@ def _run_judge(job, token, fd):
                 raise error from None
             if answer is None:
                 raise CandidateGone(f"the program's process ended during the tests ({ended()})")
+            for given, moved in ((args, answer.get("args")), (kwargs, answer.get("kwargs"))):
+                for entry in moved if type(moved) is list else []:
+                    try:
+                        key, value = entry
+                        key = _decode(key) if given is kwargs else key
+                        if (type(key) is int and 0 <= key < len(given)) or (type(key) is str and key in given):
+                            _put_back(given[key], _decode(value))
+                    except (NotPlain, RecursionError, TypeError, ValueError):
+                        raise CandidateGone("the program's process broke the protocol") from None
             if "value" in answer:
                 try:
                     return _decode(answer["value"])
@@ -279,6 +350,8 @@ def _run_judge(job, token, fd):
                 error.judge_says = str(error)
             elif "raised" in answer:
                 cls = exception_class(answer) or Exception
+                if cls in (StopIteration, StopAsyncIteration):
+                    cls = RuntimeError  # PEP 479: it must not end the tests' own iteration
                 try:
                     error = cls("raised by the program")
                 except Exception:  # noqa: BLE001 - a class that needs other arguments (UnicodeError's)
@@ -298,11 +371,19 @@ def _run_judge(job, token, fd):
         return proxy
 
     namespace = {"__builtins__": builtins}
+    wanted = _free_names(tests)
+    prompt, stubs = job.get("prompt"), None
+    if prompt:
+        stubs = _run_prompt(prompt, namespace)
+        if stubs is None:
+            namespace = {"__builtins__": builtins}
     for entry in ready["ready"]:
         try:
             name, kind = _decode(entry[0]), entry[1]
-            if type(name) is not str or not name.isidentifier():
+            if type(name) is not str or not name.isidentifier() or name not in wanted:
                 continue
+            if stubs is not None and name in namespace:
+                continue  # the prompt's own helper
             if kind == "function":
                 namespace[name] = proxy_for(name)
             elif kind == "module" and _decode(entry[2]) in SAFE_MODULES:

@@ -349,17 +349,18 @@ class CodeTask(Task):
     def eval_problems(self) -> Sequence[Problem]:
         return self._splits[1]
 
-    def program(self, problem: Problem, completion: str) -> tuple[str, Tests] | None:
-        """(program, tests) for the sandbox; None for a fenced answer without a code block. A
-        fenced function runs after the prompt's code; a problem stated in words is the block alone."""
+    def program(self, problem: Problem, completion: str) -> tuple[str, Tests, str | None] | None:
+        """(program, tests, the prompt's code) for the sandbox; None for a fenced answer without a
+        code block. A fenced function runs after the prompt's code; a problem stated in words is
+        the block alone. The prompt's code goes to the judge too: its helpers are the prompt's."""
         tests = self.tests(problem.answer)
         if self.answer_format == "fenced":
             block = last_code_block(completion)
             if block is None:
                 return None
             code = self.code_prompts.get(problem.id)
-            return (block if code is None else code + "\n\n" + block), tests
-        return problem.prompt + truncate(completion), tests
+            return (block if code is None else code + "\n\n" + block), tests, code
+        return problem.prompt + truncate(completion), tests, problem.prompt
 
     def tests(self, answer: str) -> Tests:
         """A problem's tests from its `answer`: the test code, or stdio cases as JSON."""
@@ -376,7 +377,10 @@ class CodeTask(Task):
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         job = self.program(problem, completion)
-        return run_program(*job, self.run_timeout_s(job[1])) if job is not None else NO_BLOCK
+        if job is None:
+            return NO_BLOCK
+        program, tests, prompt = job
+        return run_program(program, tests, self.run_timeout_s(tests), prompt=prompt)
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """Each distinct program once (a sharpened policy repeats itself), in parallel, through
@@ -384,7 +388,9 @@ class CodeTask(Task):
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
         unique = [job for job in dict.fromkeys(jobs) if job is not None]
         sandbox, threads = self._sandbox()
-        results = threads.map(lambda job: sandbox.execute(*job, self.run_timeout_s(job[1])).verdict, unique)
+        results = threads.map(
+            lambda job: sandbox.execute(job[0], job[1], self.run_timeout_s(job[1]), prompt=job[2]).verdict, unique
+        )
         verdicts = dict(zip(unique, results))
         return [verdicts[job] if job is not None else NO_BLOCK for job in jobs]
 

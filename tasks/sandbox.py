@@ -300,9 +300,20 @@ def _base_env(home: str) -> dict[str, str]:
 
 
 def run_program(
-    program: str, tests: Tests, timeout_s: float = 5.0, *, memory_mb: int = 512, output_limit: int = 10_000
+    program: str,
+    tests: Tests,
+    timeout_s: float = 5.0,
+    *,
+    prompt: str | None = None,
+    memory_mb: int = 512,
+    output_limit: int = 10_000,
 ) -> Verdict:
     """Run `program` then `tests` in the sandbox; reward 1.0 only if every test passed.
+
+    The tests see the judge's own builtins and, of the program, only the names they use and do
+    not define themselves (the entry point). `prompt`: the problem's own code, if it has some
+    (HumanEval's signature, docstring and helpers): run by the judge, so the helpers the tests
+    call are the prompt's, and only the functions it leaves unwritten come from the program.
 
     Feedback, at most 300 characters, in words the judge chose (never text of the program's):
     "all tests passed"; for the first failing assert of the tests, "failed: assert <condition>
@@ -311,20 +322,29 @@ def run_program(
     "SyntaxError in the program at line N"; "<f> returned a value that is not plain data";
     "timed out after N s"; "memory limit exceeded"; "program exited before the tests ran (...)";
     "output limit exceeded (...)". Never raises for any program."""
-    return execute(program, tests, timeout_s, memory_mb=memory_mb, output_limit=output_limit).verdict
+    return execute(program, tests, timeout_s, prompt=prompt, memory_mb=memory_mb, output_limit=output_limit).verdict
 
 
 def run_programs(
-    jobs: Sequence[tuple[str, Tests]], timeout_s: float = 5.0, workers: int | None = None, *, batched: bool = True
+    jobs: Sequence[tuple[str, Tests] | tuple[str, Tests, str | None]],
+    timeout_s: float = 5.0,
+    workers: int | None = None,
+    *,
+    batched: bool = True,
 ) -> list[Verdict]:
     """Verdicts of many (program, tests) pairs, in order, `workers` at a time (default: one per
     CPU). Threads suffice: each one only waits on a process. With `batched` (and a kernel that
     allows it, see `SandboxPool`) the runs go through one confined worker per thread instead of
-    a fresh interpreter each; `batched=False` forces the per-run path."""
+    a fresh interpreter each; `batched=False` forces the per-run path. A job may carry a third
+    item, its prompt (`run_program`'s)."""
     isolation()  # probe once, before the threads race to
     n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     with SandboxPool(n, batched=batched) as sandbox, ThreadPoolExecutor(max_workers=n) as threads:
-        return list(threads.map(lambda job: sandbox.execute(job[0], job[1], timeout_s).verdict, jobs))
+        return list(
+            threads.map(
+                lambda job: sandbox.execute(job[0], job[1], timeout_s, prompt=(job[2:] or [None])[0]).verdict, jobs
+            )
+        )
 
 
 def execute(
@@ -332,6 +352,7 @@ def execute(
     tests: Tests,
     timeout_s: float = 5.0,
     *,
+    prompt: str | None = None,
     memory_mb: int = 512,
     output_limit: int = 10_000,
     max_output_bytes: int = 8 << 20,
@@ -352,7 +373,7 @@ def execute(
             if uid is not None and not iso.pid_namespace:
                 _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
             nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
-            job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc)
+            job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc, prompt)
             fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
             stack.callback(_unlink_quietly, job_path)
             with os.fdopen(fd, "w") as f:
@@ -387,6 +408,7 @@ def _job(
     memory_mb: int,
     file_size_mb: int,
     nproc: int,
+    prompt: str | None = None,
 ) -> dict:
     """What the bootstrap needs to confine and run one program (the same for both paths)."""
     bpf = syscall_filter() if iso.syscall_filter else None
@@ -395,6 +417,7 @@ def _job(
         "program": program,
         "tests": tests if isinstance(tests, str) else "",
         "cases": tests.job() if isinstance(tests, StdioCases) else None,
+        "prompt": prompt,
         "candidate": _candidate_source(),
         "python": iso.python,
         "seccomp": bpf.hex() if bpf is not None else None,
@@ -643,6 +666,7 @@ class SandboxPool:
         tests: Tests,
         timeout_s: float = 5.0,
         *,
+        prompt: str | None = None,
         memory_mb: int = 512,
         output_limit: int = 10_000,
         max_output_bytes: int = 8 << 20,
@@ -652,6 +676,7 @@ class SandboxPool:
     ) -> Execution:
         """As the module-level `execute` (same verdicts, same record)."""
         limits = {
+            "prompt": prompt,
             "memory_mb": memory_mb,
             "output_limit": output_limit,
             "max_output_bytes": max_output_bytes,
@@ -765,6 +790,7 @@ class _Worker:
         tests: Tests,
         timeout_s: float,
         *,
+        prompt: str | None,
         memory_mb: int,
         output_limit: int,
         max_output_bytes: int,
@@ -774,7 +800,7 @@ class _Worker:
     ) -> Execution:
         start = time.monotonic()
         workdir = _make_workdir(self.uid, tmp_root)
-        job = _job(self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes)
+        job = _job(self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes, prompt)
         job.update(
             unshare=self.job_unshare,
             workdir=workdir,

@@ -105,7 +105,7 @@ def test_verify_all_runs_each_distinct_program_once(task):
     seen = []
 
     class CountingSandbox:
-        def execute(self, program, tests, timeout_s):
+        def execute(self, program, tests, timeout_s, prompt=None):
             seen.append((program, tests))
             return SimpleNamespace(verdict=code.Verdict(float(len(seen)), program))
 

@@ -17,6 +17,9 @@ def test_shards_are_contiguous_and_give_the_step_back():
     assert shares == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert distributed.shard(items) == items  # one process: everything
     assert distributed.gather("x") == ["x"] and distributed.total(2.5) == 2.5
+    # what evaluation gathers: every world-th item a rank, put back in order
+    items = list(range(7))
+    assert distributed.unstride([items[r::3] for r in range(3)], 7) == items
 
 
 def run_suite(tmp_path: Path, devices: int) -> Path:
