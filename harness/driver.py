@@ -316,11 +316,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     parts = ", ".join(f"{k.replace('_', ' ')} {fmt_mb(v)}" for k, v in memory.items() if k != "total" and v)
     say(f"memory estimate per process: {fmt_mb(memory['total'])} ({parts}; the runtime itself not counted)")
     trainer = L.Trainer(
-        accelerator=suite.trainer.accelerator,
-        devices=suite.trainer.devices,
-        num_nodes=suite.trainer.num_nodes,
-        strategy=strategy(suite.trainer),
-        precision=suite.trainer.precision,
+        **placement(suite.trainer),
         use_distributed_sampler=False,  # the batches are step numbers; every process runs every step
         max_epochs=-1,
         logger=loggers(
@@ -461,6 +457,17 @@ def start_evaluation(
     ).hexdigest()[:16]
     path = suite_dir / "start-evaluations.json"
     return key, json.loads(path.read_text()) if path.exists() else {}
+
+
+def placement(args: TrainerArgs) -> dict:
+    """Where a suite's processes run, as Lightning's Trainer arguments (training and `evaluate`)."""
+    return {
+        "accelerator": args.accelerator,
+        "devices": args.devices,
+        "num_nodes": args.num_nodes,
+        "strategy": strategy(args),
+        "precision": args.precision,
+    }
 
 
 def strategy(args: TrainerArgs):

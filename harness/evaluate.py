@@ -27,7 +27,7 @@ import polars as pl
 import torch
 
 from harness.config import Benchmark, Suite
-from harness.driver import build_module, quiet_libraries, strategy
+from harness.driver import build_module, placement, quiet_libraries
 from harness.leaderboard import detectable_difference, markdown, paired_higher, paired_p
 from harness.records import write_atomic, write_json, write_parquet
 from rollout import distributed
@@ -141,11 +141,7 @@ def evaluate_checkpoint(suite: Suite, checkpoint: Checkpoint, cache_dir: Path, f
     )
     module.rl_step = checkpoint.draw_step
     trainer = L.Trainer(
-        accelerator=suite.trainer.accelerator,
-        devices=suite.trainer.devices,
-        num_nodes=suite.trainer.num_nodes,
-        strategy=strategy(suite.trainer),
-        precision=suite.trainer.precision,
+        **placement(suite.trainer),
         logger=False,
         enable_checkpointing=False,
         enable_model_summary=False,

@@ -598,7 +598,7 @@ MUTANTS = [
     (
         "nodes: num_nodes not given to Lightning",
         "harness/driver.py",
-        "        num_nodes=suite.trainer.num_nodes,\n",
+        '        "num_nodes": args.num_nodes,\n',
         "",
         NODES,
     ),
