@@ -23,6 +23,9 @@ from tasks.sandbox import (
     run_program,
     run_programs,
 )
+from tasks.sandbox import pool as worker_pool
+from tasks.sandbox import run as per_run
+from tasks.sandbox import verdict as verdicts
 
 TIMEOUT = 2.0
 SLACK_S = 3.0  # interpreter start-up and cleanup on a loaded 2-core machine
@@ -148,7 +151,7 @@ def test_an_exception_before_the_tests_is_reported_as_such(contained):
 
 def test_feedback_is_truncated(contained):
     run = contained("x = 1\n", "assert x == 2, 'x' * 5000\n")
-    assert len(run.verdict.feedback) == sandbox.FEEDBACK_LIMIT and run.verdict.feedback.endswith("...")
+    assert len(run.verdict.feedback) == verdicts.FEEDBACK_LIMIT and run.verdict.feedback.endswith("...")
 
 
 def test_an_infinite_loop_times_out(contained):
@@ -393,7 +396,7 @@ def test_a_worker_that_dies_or_hangs_mid_job_fails_that_job_and_is_replaced(sign
     import signal
     import threading
 
-    monkeypatch.setattr(sandbox, "WORKER_SLACK_S", 0.5)  # how long a hung worker is waited for
+    monkeypatch.setattr(worker_pool, "WORKER_SLACK_S", 0.5)  # how long a hung worker is waited for
     with SandboxPool(1) as pool:
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
         (worker,) = pool.worker_pids()
@@ -404,9 +407,9 @@ def test_a_worker_that_dies_or_hangs_mid_job_fails_that_job_and_is_replaced(sign
         job.start()
         time.sleep(0.5)
         os.kill(worker, getattr(signal, signal_name))
-        job.join(timeout=TIMEOUT + sandbox.STOP_GRACE_S + 0.5 + SLACK_S)
+        job.join(timeout=TIMEOUT + per_run.STOP_GRACE_S + 0.5 + SLACK_S)
         (run,) = runs
-        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(sandbox.WORKER_FAILED)
+        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(worker_pool.WORKER_FAILED)
         assert not os.path.exists(run.workdir) and processes_of_uid(run.uid) == []
         # The batch goes on, on a fresh worker.
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
@@ -442,12 +445,12 @@ def test_a_worker_that_answers_nonsense_fails_its_job_and_is_replaced(monkeypatc
     with SandboxPool(1) as pool:
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
         (worker,) = pool.worker_pids()
-        real = sandbox._Worker._request
-        monkeypatch.setattr(sandbox._Worker, "_request", lambda self, job, deadline: {"stdout": "", "pass": True})
+        real = worker_pool._Worker._request
+        monkeypatch.setattr(worker_pool._Worker, "_request", lambda self, job, deadline: {"stdout": "", "pass": True})
         run = pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
-        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(sandbox.WORKER_FAILED)
+        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(worker_pool.WORKER_FAILED)
         assert not os.path.exists(run.workdir)
-        monkeypatch.setattr(sandbox._Worker, "_request", real)
+        monkeypatch.setattr(worker_pool._Worker, "_request", real)
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0
         assert pool.worker_pids() != [worker]
 

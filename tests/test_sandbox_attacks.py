@@ -316,14 +316,14 @@ def test_setup_error_records_without_the_token_are_not_believed(contained):  # n
 def test_anything_unexpected_in_judging_is_reward_zero_not_an_exception(path, monkeypatch):
     """Whatever goes wrong after the run (here the judging itself raising), the verify call
     returns reward 0 and says so; the next run is judged as usual (batched: on a fresh worker)."""
-    from tasks import sandbox
+    from tasks.sandbox import verdict
 
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
     with SandboxPool(1, batched=path == "batched") as workers:
         with monkeypatch.context() as patch:
-            patch.setattr(sandbox, "_judge", broken)
+            patch.setattr(verdict, "read_verdict", broken)
             run = workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
         assert run.verdict == Verdict(0.0, "the sandbox could not judge this run (RecursionError)")
         assert workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")

@@ -1,6 +1,6 @@
 """The child side of `tasks.sandbox`: confine a run, then judge its program against its tests.
 
-Started by the harness as `python -S -s -P -B _sandbox_bootstrap.py run JOB_PATH RESULT_FD` (or
+Started by the harness as `python -S -s -P -B layout.py run JOB_PATH RESULT_FD` (or
 `probe NAMESPACES` to learn what the kernel allows, or `serve CONFIG` for a worker of the batched
 path, see `serve`), in a new session, with a scrubbed environment and the fresh working directory
 as cwd. Standard library only: -S keeps site-packages, and with them the harness's own code, out
@@ -10,7 +10,7 @@ Process layout:
 
     outer      the harness's child (trusted)   memory cgroup, unshare(namespaces), fork, wait, exit
     pid 1      init of the new PID namespace   private /proc and tmpfs, fork, reap, exit with the judge's status
-    judge      pid 2, trusted                  runs the tests (`_sandbox_judge.py`), writes the verdict
+    judge      pid 2, trusted                  runs the tests (`judge.py`), writes the verdict
     candidate  its child, untrusted            limits, private uid, filter, then a fresh interpreter that
                                                runs the program and answers the judge's calls
 
@@ -35,9 +35,21 @@ import select
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its siblings, under python -P
-from _sandbox_judge import _candidate_code, _run_judge  # noqa: E402
-from _sandbox_kernel import (  # noqa: E402
+
+def _as_package():
+    """This folder as a package of its own (`rlvr_sandbox`), found through the package's path and
+    never through sys.path: the tests' `import math` or `import code` must find the standard
+    library's, not a module of the project (tasks/math.py, tasks/code.py)."""
+    import types
+
+    package = types.ModuleType("rlvr_sandbox")
+    package.__path__ = [os.path.dirname(os.path.abspath(__file__))]
+    sys.modules["rlvr_sandbox"] = package
+
+
+_as_package()
+from rlvr_sandbox.judge import _candidate_code, _run_judge  # noqa: E402
+from rlvr_sandbox.kernel import (  # noqa: E402
     PR_SET_CHILD_SUBREAPER,
     PR_SET_DUMPABLE,
     _die_with_parent,
@@ -140,7 +152,7 @@ def serve(config_json):
         worker     root, in its network namespace    fork J, collect pipes, enforce the deadline
         J          root, own process group           unshare(pid, mount, ipc), fork, wait, exit
         pid 1      init of the job's PID namespace   as `_init` (private /proc and tmpfs)
-        judge      pid 2, trusted                    as `_sandbox_judge._run_judge`
+        judge      pid 2, trusted                    as `judge._run_judge`
         candidate  its child, untrusted              a fresh interpreter, as for a per-run
 
     The worker exits when stdin closes (the harness exited or closed the pool), even mid-job.

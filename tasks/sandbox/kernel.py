@@ -1,4 +1,4 @@
-"""Linux calls of the sandbox's trusted processes (`_sandbox_bootstrap.py`, `_sandbox_judge.py`):
+"""Linux calls of the sandbox's trusted processes (`layout.py`, `judge.py`):
 namespaces, mounts, prctl, capabilities, limits, cgroups and the system-call filter, through libc.
 Standard library only: these run under `python -S`."""
 

@@ -1,6 +1,6 @@
 """The untrusted side of `tasks.sandbox`: run the program, then answer the judge's calls.
 
-The judge (`_sandbox_bootstrap._run_judge`, trusted) starts this file as a fresh interpreter
+The judge (`judge._run_judge`, trusted) starts this file as a fresh interpreter
 (`python -S -s -P -B -c <this source>`: no memory of the judge's tests or token is in it), already
 under its limits, its private uid and the system-call filter, with two pipes: requests on fd 3,
 answers on fd 4. It has no other descriptor of the run's, and what it answers is plain data in the

@@ -1,10 +1,10 @@
 """pid 2 of a sandbox run, trusted: start the candidate and run the tests against it.
 
-`_run_judge` forks the candidate, which execs a fresh interpreter running `_sandbox_candidate.py`
+`_run_judge` forks the candidate, which execs a fresh interpreter running `candidate.py`
 (limits, private uid, no_new_privs and the system-call filter applied before the exec), then
 runs the tests in this process with each of the program's functions bound to a proxy that calls
 it across the process boundary and gets plain data back (the canonical form of
-`_sandbox_candidate.py`, parsed here against a strict schema). The candidate never holds the
+`candidate.py`, parsed here against a strict schema). The candidate never holds the
 tests, the token or the result pipe. Standard library only: this runs under `python -S`.
 """
 
@@ -13,7 +13,7 @@ import json
 import os
 import signal
 
-from _sandbox_kernel import (
+from .kernel import (
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
@@ -148,7 +148,7 @@ def _describe(exc, tests_lines, conditions, extract_tb):
 
 def _run_judge(job, token, fd):
     """pid 2, trusted: start the candidate (a fresh interpreter that runs the program and answers
-    calls, `_sandbox_candidate.py`), then run the tests in this process with each of the
+    calls, `candidate.py`), then run the tests in this process with each of the
     program's functions replaced by a proxy that calls it across the process boundary and gets
     plain data back. Every record carries the run's token; the candidate never sees it, the
     tests, or the result pipe."""
@@ -484,7 +484,7 @@ def _excerpt(text, limit=60):
 def _exec_candidate(job, requests_r, answers_w, result_fd):
     """The candidate's side of the fork: limits, the OOM killer's first choice, the private uid,
     no_new_privs, the system-call filter, then a fresh interpreter running
-    `_sandbox_candidate.py` with the requests on fd 3 and answers on fd 4. (The memory cgroup is
+    `candidate.py` with the requests on fd 3 and answers on fd 4. (The memory cgroup is
     already ours: the outer or the worker joined it before forking.)"""
     try:
         os.close(result_fd)
@@ -523,7 +523,7 @@ MAX_DEPTH = 64  # nesting of one value
 
 
 class NotPlain(Exception):
-    """Data outside the canonical form (`_sandbox_candidate.py` defines it)."""
+    """Data outside the canonical form (`candidate.py` defines it)."""
 
 
 def _parse_answer(line):
@@ -539,7 +539,7 @@ def _parse_answer(line):
 
 
 def _decode(data, depth=0):
-    """The value of a canonical form (`_sandbox_candidate.py`), or NotPlain: a strict schema."""
+    """The value of a canonical form (`candidate.py`), or NotPlain: a strict schema."""
     if depth > MAX_DEPTH:
         raise NotPlain("too deep")
     if data is None or type(data) is bool:
@@ -606,7 +606,7 @@ CANDIDATE_LOADER = (
     "    return data\n"
     "exec(marshal.loads(read(int.from_bytes(read(4), 'big'))), {'__name__': '__main__'})\n"
 )
-"""The candidate's command line: it reads `_sandbox_candidate.py`, compiled by the judge (the same
+"""The candidate's command line: it reads `candidate.py`, compiled by the judge (the same
 interpreter), from its requests pipe; compiling it anew in every candidate would cost more."""
 _compiled = {}
 

@@ -1,0 +1,343 @@
+"""The host's side of a run: what the kernel and privileges allow (probed once per process), the
+private uid slots, a job's description, and the cleanup after it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import logging
+import math
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks.sandbox.syscall_filter import syscall_filter
+from tasks.sandbox.verdict import SandboxError, StdioCases, Tests
+
+log = logging.getLogger("tasks.sandbox")
+
+LAYOUT = Path(__file__).with_name("layout.py")
+CANDIDATE = Path(__file__).with_name("candidate.py")
+MEMORY_CGROUP_V1 = "/sys/fs/cgroup/memory"
+SANDBOX_UID_BASE = 2_000_000_000  # far above real users and the usual subordinate-id ranges
+UID_SLOTS = 1024
+WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+PYTHON_CANDIDATES = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What this kernel and these privileges allow, probed once per process.
+
+    privilege: "uid-drop" (root: private unprivileged uid per run), "userns" (an unprivileged user
+    namespace) or "none" (the harness user's own uid, no namespaces). unshare: the namespaces the
+    bootstrap enters. network: "netns" or "socket-blocked". python: the sandbox's interpreter."""
+
+    privilege: str
+    unshare: tuple[str, ...]
+    network: str
+    python: str
+    memory_cgroup: str | None = None
+    """The cgroup (v1 memory controller) under which each uid slot gets a memory cgroup of its
+    own, where the harness may make them (root); None: memory is bounded by RLIMIT_AS alone."""
+    syscall_filter: bool = False
+    """Whether the candidate runs under `tasks.syscall_filter` (libseccomp found)."""
+
+    @property
+    def pid_namespace(self) -> bool:
+        return "pid" in self.unshare
+
+
+# --- probing what the kernel allows -----------------------------------------------------------
+
+_isolation: Isolation | None = None
+_isolation_lock = threading.Lock()
+
+
+def isolation() -> Isolation:
+    """The isolation this process's sandboxes use, probed on first call (a few short
+    subprocesses) and logged, so the harness's log says which mechanisms a run relied on."""
+    global _isolation
+    with _isolation_lock:
+        if _isolation is None:
+            _isolation = _probe()
+            level = logging.WARNING if _isolation.privilege == "none" or _isolation.network != "netns" else logging.INFO
+            log.log(level, "sandbox isolation: %s", _isolation)
+        return _isolation
+
+
+def _probe() -> Isolation:
+    root = os.geteuid() == 0
+    if root:
+        python = _python_for_uid(SANDBOX_UID_BASE + UID_SLOTS)  # a uid outside the pool: never in use
+        base: tuple[str, ...] = ()
+    else:
+        python, base = sys.executable, ("user",)
+    extras = {"memory_cgroup": _memory_cgroup_root() if root else None, "syscall_filter": syscall_filter() is not None}
+    for extra in (("net", "pid", "mount", "ipc"), ("net", "pid", "mount"), ("net", "pid"), ("net",)):
+        if _namespaces_work(python, base + extra):
+            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python, **extras)
+    return Isolation("uid-drop" if root else "none", (), "socket-blocked", python, **extras)
+
+
+def _memory_cgroup_root() -> str | None:
+    """Where slot cgroups can be made: the v1 memory hierarchy, if we can make one there."""
+    root = MEMORY_CGROUP_V1
+    probe = os.path.join(root, f"rlvr-sandbox-probe-{os.getpid()}")
+    try:
+        os.mkdir(probe)
+        ok = os.path.exists(os.path.join(probe, "memory.limit_in_bytes"))
+        os.rmdir(probe)
+    except OSError:
+        return None
+    return root if ok else None
+
+
+def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int) -> str | None:
+    """The memory cgroup of a uid slot, made on first use, limited to `limit_mb` (swap included,
+    where the kernel accounts it) for this run. Kept between runs: once a run's processes are
+    gone and its tmpfs freed, it holds nothing."""
+    if iso.memory_cgroup is None or uid is None:
+        return None
+    path = os.path.join(iso.memory_cgroup, f"rlvr-sandbox-{uid}")
+    limit = str(limit_mb << 20)
+    try:
+        os.makedirs(path, exist_ok=True)
+        # memsw must stay >= the limit: raise it first, set the limit, then lower it to match
+        for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+            with contextlib.suppress(OSError), open(os.path.join(path, name), "w") as f:
+                f.write(limit)
+        with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+            if int(f.read()) != limit_mb << 20:
+                raise OSError(f"{path}: the memory limit did not take")
+    except (OSError, ValueError) as exc:
+        log.warning("sandbox: no memory cgroup for uid %s (%r)", uid, exc)
+        return None
+    return path
+
+
+def _namespaces_work(python: str, names: tuple[str, ...]) -> bool:
+    cmd = [python, "-S", "-s", "-P", "-B", str(LAYOUT), "probe", ",".join(names)]
+    try:
+        done = subprocess.run(cmd, env=_base_env("/"), cwd="/", capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _python_for_uid(uid: int) -> str:
+    """An interpreter the sandbox uid can run and import the standard library with. The
+    harness's own may sit under a directory that uid cannot enter (pyenv under /root, 0700)."""
+    check = "import sys, json, math, re, collections, hashlib; sys.exit(sys.version_info < (3, 11))"
+    candidates = [os.environ.get("RLVR_SANDBOX_PYTHON", ""), sys.executable, *PYTHON_CANDIDATES]
+    for python in filter(None, candidates):
+        try:
+            done = _run_as(uid, [python, "-S", "-s", "-P", "-B", "-c", check])
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if done.returncode == 0:
+            return python
+    raise SandboxError(
+        "no Python >= 3.11 usable by an unprivileged uid; set RLVR_SANDBOX_PYTHON to one outside 0700 directories"
+    )
+
+
+# --- private state: uid slots and job files ----------------------------------------------------
+
+
+def _private_dir() -> str:
+    """A directory only the harness user can enter, for slot locks and job files (which hold the
+    run's token until the bootstrap unlinks them)."""
+    path = os.path.join(tempfile.gettempdir(), f"rlvr-sandbox-{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SandboxError(f"{path} must be a directory owned by uid {os.geteuid()} with mode 0700")
+    return path
+
+
+@contextlib.contextmanager
+def _uid_slot() -> Iterator[int]:
+    """A uid no other run (in this or another harness process) uses meanwhile: with one uid per
+    run, RLIMIT_NPROC counts only this run's processes, and kill(-1) as that uid (the fallback
+    cleanup) cannot touch another run."""
+    directory = _private_dir()
+    for slot in range(UID_SLOTS):
+        fd = os.open(os.path.join(directory, f"slot-{slot}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield SANDBOX_UID_BASE + slot
+        finally:
+            os.close(fd)
+        return
+    raise SandboxError(f"all {UID_SLOTS} sandbox uid slots are busy")
+
+
+# --- running one program ------------------------------------------------------------------------
+
+
+def _base_env(home: str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": home,
+        "TMPDIR": home,
+        "PYTHONHASHSEED": "0",  # set iteration order, and so verdicts, reproducible
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OMP_NUM_THREADS": "1",
+        "MALLOC_ARENA_MAX": "2",  # each glibc arena reserves 64 MiB of address space against RLIMIT_AS
+    }
+
+
+def _make_workdir(uid: int | None, tmp_root: str | None) -> str:
+    workdir = tempfile.mkdtemp(prefix="rlvr-sandbox-run-", dir=tmp_root)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    return workdir
+
+
+def _job(
+    iso: Isolation,
+    program: str,
+    tests: Tests,
+    uid: int | None,
+    timeout_s: float,
+    memory_mb: int,
+    file_size_mb: int,
+    nproc: int,
+    prompt: str | None = None,
+) -> dict:
+    """What the bootstrap needs to confine and run one program (the same for both paths)."""
+    bpf = syscall_filter() if iso.syscall_filter else None
+    return {
+        "token": secrets.token_hex(16),
+        "program": program,
+        "tests": tests if isinstance(tests, str) else "",
+        "cases": tests.job() if isinstance(tests, StdioCases) else None,
+        "prompt": prompt,
+        "candidate": _candidate_source(),
+        "python": iso.python,
+        "seccomp": bpf.hex() if bpf is not None else None,
+        "tmp_mb": file_size_mb,
+        "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb),
+        "unshare": list(iso.unshare),
+        "uid": uid,
+        "gid": uid,
+        "harness_pid": os.getpid(),
+        "block_network": iso.network != "netns",
+        # kill(-1) or an exec'd program could reach the harness's processes only when the
+        # sandbox shares the harness's uid and PID namespace.
+        "block_processes": uid is None and not iso.pid_namespace,
+        "rlimits": {
+            "cpu": math.ceil(timeout_s) + 1,
+            "as": memory_mb << 20,
+            "fsize": file_size_mb << 20,
+            "nproc": nproc,
+            "core": 0,
+        },
+    }
+
+
+@functools.cache
+def _candidate_source() -> str:
+    return CANDIDATE.read_text()
+
+
+def _run_as(uid: int, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` as the private uid, with nothing of the harness's environment, within 30 s."""
+    return subprocess.run(
+        argv,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        env=_base_env("/"),
+        cwd="/",
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def _kill_uid(python: str, uid: int) -> None:
+    """SIGKILL every process of the run's private uid. kill(-1) as that uid reaches exactly its
+    processes and, unlike a scan of /proc, cannot be outrun by a fork bomb (the kernel signals
+    them under one lock, and a fork with SIGKILL pending fails)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        _run_as(uid, [python, "-S", "-s", "-P", "-c", "import os; os.kill(-1, 9)"])
+
+
+def _remove_leftovers(workdir: str, uid: int | None) -> None:
+    """Remove the working directory and, as root, whatever the run's private uid created in
+    world-writable directories. Runs after every process of the run is dead."""
+    _rmtree(workdir)
+    if uid is None:
+        return
+    for directory in {*WORLD_WRITABLE_DIRS, tempfile.gettempdir(), os.path.dirname(workdir)}:
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid != uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        _rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+
+
+def _rmtree(path: str) -> None:
+    """Remove a tree of any depth, whatever permissions the program left on it; never raises.
+    Usually the directory is empty (the run worked in its private tmpfs). shutil.rmtree and
+    os.walk recurse (RecursionError past ~1000 levels before Python 3.12), so what they leave goes
+    to chmod -R and rm -rf, which walk any depth."""
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+        return
+    with contextlib.suppress(Exception):
+        if os.geteuid() != 0:  # root ignores permissions; the harness user must restore its own
+            os.chmod(path, 0o700)
+            for root, dirs, _ in os.walk(path):
+                for name in dirs:
+                    sub = os.path.join(root, name)
+                    if not os.path.islink(sub):
+                        os.chmod(sub, 0o700)
+        shutil.rmtree(path)
+    if os.path.lexists(path):
+        with contextlib.suppress(Exception):
+            if os.geteuid() != 0:
+                subprocess.run(["chmod", "-R", "u+rwx", "--", path], capture_output=True, timeout=60, check=False)
+            subprocess.run(["rm", "-rf", "--", path], capture_output=True, timeout=60, check=False)
+    if os.path.lexists(path):
+        log.warning("sandbox: could not remove %s", path)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """Threads of `uid`'s processes (what RLIMIT_NPROC counts), for the no-namespace fallback,
+    where the limit must leave room for everything the harness user already runs."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry.name}/task"))
+    return count
