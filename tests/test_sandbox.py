@@ -200,11 +200,12 @@ def test_output_is_captured_up_to_the_limit(contained):
 
 @uid_drop_only
 def test_writing_outside_the_working_directory_is_refused(tmp_path, contained):
-    """A root-owned directory refuses the private uid; the harness's /tmp is not even visible."""
-    target = Path("/etc") / f"rlvr-escaped-{uuid.uuid4().hex}"
-    run = contained(f"open({str(target)!r}, 'w').write('pwned')\n")
-    assert run.verdict.reward == 0.0 and "PermissionError" in run.verdict.feedback
-    assert not target.exists()
+    """The host's paths the program sees are read-only (and root's); the harness's /tmp is not
+    even visible."""
+    for target in (Path("/usr/lib") / f"rlvr-escaped-{uuid.uuid4().hex}", Path("/rlvr-escaped")):
+        run = contained(f"open({str(target)!r}, 'w').write('pwned')\n")
+        assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith("program failed before the tests ran")
+        assert not target.exists()
     hidden = tmp_path / "escaped.txt"
     assert contained(f"open({str(hidden)!r}, 'w').write('pwned')\n").verdict.reward == 0.0
     assert not hidden.exists()

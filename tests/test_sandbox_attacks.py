@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 import uuid
 
 import pytest
@@ -327,3 +328,163 @@ def test_anything_unexpected_in_judging_is_reward_zero_not_an_exception(path, mo
             run = workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
         assert run.verdict == Verdict(0.0, "the sandbox could not judge this run (RecursionError)")
         assert workers.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
+
+
+# --- issue #33, classes 4-7: state across runs, the host's files, CPU, the judge's imports ------
+
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CGROUP_COUNTERS = """
+def f():
+    import os
+    readable = []
+    for root, dirs, files in os.walk('/sys/fs/cgroup'):
+        if root.count('/') > 5:
+            dirs[:] = []
+        for name in files:
+            if 'usage' in name or name in ('cpu.stat', 'memory.stat', 'memory.current', 'memory.peak'):
+                try:
+                    open(os.path.join(root, name)).read()
+                    readable.append(os.path.join(root, name))
+                except OSError:
+                    pass
+    return readable[:3]
+"""
+
+
+def test_no_cgroup_counter_is_readable(contained):  # noqa: F811
+    """Class 4: a slot's peak memory (`memory.max_usage_in_bytes`) outlives its run, another slot's
+    usage moves while it runs: both carry data from run to run. The program sees no cgroup file."""
+    run = contained(CGROUP_COUNTERS, "assert f() == []\n")
+    assert run.verdict == Verdict(1.0, "all tests passed"), run.verdict
+
+
+NETWORK_COUNTER = """
+def f():
+    import socket
+    def no_routes():
+        try:
+            rows = [line.split() for line in open('/proc/net/snmp') if line.startswith('Ip:')]
+        except OSError:
+            return 0
+        return int(rows[1][rows[0].index('OutNoRoutes')])
+    before = no_routes()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.sendto(b'x', ('10.1.2.3', 9))
+    except OSError:
+        pass
+    return before
+"""
+
+
+def test_network_counters_start_from_zero_in_every_run(contained):  # noqa: F811
+    """Class 4: a network namespace's counters (`/proc/net/snmp`) count what every earlier run in
+    it sent; a run signals the next by sending. Each run gets a namespace of its own."""
+    for _ in range(2):
+        run = contained(NETWORK_COUNTER, "assert f() == 0\n")
+        assert run.verdict == Verdict(1.0, "all tests passed"), run.verdict
+
+
+def test_reading_a_host_file_changes_nothing_a_later_run_can_see(contained):  # noqa: F811
+    """Class 4: a read updated the file's access time (relatime: once it is older than the file's
+    change), which a later run, or another harness, reads back. The host's files are seen through
+    mounts that no read changes."""
+    probe = f"/usr/lib/rlvr-atime-probe-{uuid.uuid4().hex}"
+    with open(probe, "w") as f:
+        f.write("data\n")
+    try:
+        os.chmod(probe, 0o644)
+        st = os.stat(probe)
+        os.utime(probe, ns=(st.st_mtime_ns - 10**11, st.st_mtime_ns))  # access time before the change
+        before = os.stat(probe).st_atime_ns
+        program = f"def f():\n    try:\n        return open({probe!r}).read()\n    except OSError:\n        return ''\n"
+        contained(program, "f()\n")
+        assert os.stat(probe).st_atime_ns == before
+    finally:
+        os.unlink(probe)
+
+
+HOST_PATHS = [
+    CHECKOUT,
+    os.path.dirname(CHECKOUT),
+    "/home",
+    "/root",
+    "/opt",
+    "/srv",
+    "/mnt",
+    "/var/lib",
+    "/sys",
+    "/boot",
+]
+
+
+def test_the_program_sees_the_interpreter_and_nothing_of_the_host(contained):  # noqa: F811
+    """Class 5: the project checkout, the folders beside it (where a user's data, and the hidden
+    tests of the very problem, may be) and home directories were readable. The program sees the
+    interpreter, its standard library, a few devices, /proc of its own and a private /tmp."""
+    program = (
+        "import os, json, decimal, sqlite3\n"
+        f"def f():\n    return [p for p in {HOST_PATHS!r} if os.path.lexists(p)]\n"
+        "def devices():\n"
+        "    with open('/dev/null', 'w') as null:\n        null.write('x')\n"
+        "    return len(open('/dev/urandom', 'rb').read(8)), sorted(os.listdir('/tmp')) == sorted(os.listdir('/tmp'))\n"
+    )
+    run = contained(program, "assert f() == [], f()\nassert devices() == (8, True)\n")
+    assert run.verdict == Verdict(1.0, "all tests passed"), run.verdict
+
+
+SPINNERS = """
+import os
+for _ in range(60):
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+"""
+
+
+def honest_work(seconds: float) -> int:
+    """A loop count that takes about `seconds` of one core here."""
+    start, n = time.perf_counter(), 200_000
+    total = 0
+    for i in range(n):
+        total += i
+    return int(n * seconds / (time.perf_counter() - start))
+
+
+def test_many_sessions_cannot_starve_a_concurrent_run(pool):  # noqa: F811
+    """Class 6: sixty spinning processes that each call setsid() got a scheduling group each (the
+    kernel's autogroup), and an honest run of 0.5 s beside them timed out at 5 s. Each slot is a
+    CPU group of its own: the spinners share one slot's share, however many they are."""
+    if not SandboxPool(2).batched and isolation().privilege != "uid-drop":
+        pytest.skip("CPU groups need root")
+    loop = honest_work(0.5)
+    honest = f"def f():\n    total = 0\n    for i in range({loop}):\n        total += i\n    return total\n"
+    with SandboxPool(2) as workers, SandboxPool(2, batched=False) as per_run:
+        for sandbox in (workers, per_run):
+            results = {}
+            spin = threading.Thread(
+                target=lambda: results.setdefault("spin", sandbox.execute(SPINNERS, "import time\ntime.sleep(6)\n", 8))
+            )
+            spin.start()
+            time.sleep(1.5)
+            start = time.monotonic()
+            run = sandbox.execute(honest, f"assert f() == {sum(range(loop))}\n", 5)
+            waited = time.monotonic() - start  # the harness itself must get its share too
+            spin.join()
+            assert run.verdict == Verdict(1.0, "all tests passed"), (sandbox.batched, run.verdict)
+            assert waited < 5, (sandbox.batched, waited)
+
+
+def test_the_tests_import_the_standard_library_not_the_project(contained):  # noqa: F811
+    """Class 7: the judge put the sandbox's folder (then tasks/) first on its import path, so the
+    tests' `import code` loaded tasks/code.py, and `import math` would, under an interpreter whose
+    math is not built in."""
+    tests = (
+        "import sys, code\n"
+        "assert hasattr(code, 'InteractiveConsole')\n"
+        f"assert not [p for p in sys.path if p.startswith({CHECKOUT!r})], sys.path\n"
+    )
+    run = contained("def f():\n    return 1\n", tests)
+    assert run.verdict == Verdict(1.0, "all tests passed"), run.verdict

@@ -28,6 +28,10 @@ log = logging.getLogger("tasks.sandbox")
 LAYOUT = Path(__file__).with_name("layout.py")
 CANDIDATE = Path(__file__).with_name("candidate.py")
 MEMORY_CGROUP_V1 = "/sys/fs/cgroup/memory"
+CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
+SYSTEM_VIEW = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
+"""What of the host every candidate sees (read-only), besides its interpreter's own prefix: the
+programs and shared libraries an interpreter needs, the loader's cache and the time zone."""
 SANDBOX_UID_BASE = 2_000_000_000  # far above real users and the usual subordinate-id ranges
 UID_SLOTS = 1024
 WORLD_WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
@@ -50,7 +54,13 @@ class Isolation:
     """The cgroup (v1 memory controller) under which each uid slot gets a memory cgroup of its
     own, where the harness may make them (root); None: memory is bounded by RLIMIT_AS alone."""
     syscall_filter: bool = False
-    """Whether the candidate runs under `tasks.syscall_filter` (libseccomp found)."""
+    """Whether the candidate runs under `tasks.sandbox.syscall_filter` (libseccomp found)."""
+    cpu_cgroup: str | None = None
+    """The cgroup (v1 cpu controller) under which each uid slot gets a CPU group of its own (one
+    share, however many processes or sessions the program makes); None: no CPU isolation."""
+    view: tuple[str, ...] = ()
+    """The host paths the candidate sees, read-only (`kernel._mount_view`), where it has a mount
+    namespace: SYSTEM_VIEW and the interpreter's prefix. Empty without a mount namespace."""
 
     @property
     def pid_namespace(self) -> bool:
@@ -81,25 +91,60 @@ def _probe() -> Isolation:
         python = _python_for_uid(SANDBOX_UID_BASE + UID_SLOTS)  # a uid outside the pool: never in use
         base: tuple[str, ...] = ()
     else:
-        python, base = sys.executable, ("user",)
-    extras = {"memory_cgroup": _memory_cgroup_root() if root else None, "syscall_filter": syscall_filter() is not None}
+        python, base = os.path.realpath(sys.executable), ("user",)  # a virtual environment's base
+    extras = {
+        "memory_cgroup": _cgroup_root(MEMORY_CGROUP_V1, "memory.limit_in_bytes") if root else None,
+        "cpu_cgroup": _cgroup_root(CPU_CGROUP_V1, "cpu.shares") if root else None,
+        "syscall_filter": syscall_filter() is not None,
+    }
     for extra in (("net", "pid", "mount", "ipc"), ("net", "pid", "mount"), ("net", "pid"), ("net",)):
         if _namespaces_work(python, base + extra):
-            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python, **extras)
+            view = _view(python) if "mount" in extra else ()
+            return Isolation("uid-drop" if root else "userns", base + extra, "netns", python, **extras, view=view)
     return Isolation("uid-drop" if root else "none", (), "socket-blocked", python, **extras)
 
 
-def _memory_cgroup_root() -> str | None:
-    """Where slot cgroups can be made: the v1 memory hierarchy, if we can make one there."""
-    root = MEMORY_CGROUP_V1
+def _cgroup_root(root: str, knob: str) -> str | None:
+    """Where slot cgroups can be made: a v1 hierarchy, if we can make one there with `knob`."""
     probe = os.path.join(root, f"rlvr-sandbox-probe-{os.getpid()}")
     try:
         os.mkdir(probe)
-        ok = os.path.exists(os.path.join(probe, "memory.limit_in_bytes"))
+        ok = os.path.exists(os.path.join(probe, knob))
         os.rmdir(probe)
     except OSError:
         return None
     return root if ok else None
+
+
+def _view(python: str) -> tuple[str, ...]:
+    """SYSTEM_VIEW and what of the interpreter lies outside it (its prefix: pyenv's, a /opt build)."""
+    done = subprocess.run(
+        [python, "-S", "-s", "-P", "-B", "-c", "import sys; print(sys.base_prefix)"],
+        env=_base_env("/"),
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    own = [done.stdout.strip(), os.path.dirname(python)]
+    system = [p for p in SYSTEM_VIEW if os.path.lexists(p)]
+    inside = lambda path: any(path == s or path.startswith(s + "/") for s in system)  # noqa: E731
+    return tuple(system + sorted({p for p in own if p.startswith("/") and not inside(os.path.realpath(p))}))
+
+
+def _slot_cpu_cgroup(iso: Isolation, uid: int | None) -> str | None:
+    """The CPU group of a uid slot, made on first use with the default share: what a program
+    runs in, and the harness's own processes, each get their share of the CPU beside it."""
+    if iso.cpu_cgroup is None or uid is None:
+        return None
+    path = os.path.join(iso.cpu_cgroup, f"rlvr-sandbox-{uid}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        log.warning("sandbox: no CPU group for uid %s (%r)", uid, exc)
+        return None
+    return path
 
 
 def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int) -> str | None:
@@ -236,6 +281,8 @@ def _job(
         "seccomp": bpf.hex() if bpf is not None else None,
         "tmp_mb": file_size_mb,
         "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb),
+        "cpu_cgroup": _slot_cpu_cgroup(iso, uid),
+        "view": list(iso.view) if "mount" in iso.unshare else None,
         "unshare": list(iso.unshare),
         "uid": uid,
         "gid": uid,

@@ -499,6 +499,10 @@ def _exec_candidate(job, requests_r, answers_w, result_fd):
         # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
+        if job.get("view_root"):
+            workdir = os.getcwd()
+            os.chroot(job["view_root"])  # the minimal view (`kernel._mount_view`), the same paths inside
+            os.chdir(workdir)
         if job["uid"] is not None:
             os.setgroups([])
             os.setgid(job["gid"])

@@ -89,6 +89,73 @@ def _mount_private_tmp(size_mb, uid):
         os.chdir(workdir)
 
 
+MS_RDONLY, MS_REMOUNT, MS_NOATIME = 1, 32, 1024
+VIEW_ROOT = "/tmp/.view"  # a mount point inside the private tmpfs (the view's own /tmp does not show it)
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
+def _mount_view(paths, workdir):
+    """The candidate's whole filesystem, as a tree under VIEW_ROOT to chroot into: `paths` of the
+    host (the interpreter, its standard library and shared libraries; symlinks copied as symlinks)
+    bound read-only and without access times, so that no read changes what a later run sees; a
+    few devices; this namespace's /proc; the private /tmp and its binds; the working directory.
+    Nothing else: not the project, the data beside it, home directories or /sys (where a cgroup's
+    counters carry data from run to run). Returns the root."""
+    import ctypes
+
+    def bind(source, target, flags):
+        _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
+        remount = MS_REMOUNT | MS_BIND | flags
+        try:
+            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount | MS_NOATIME), None)
+        except OSError:  # a user namespace may not change a mount's locked atime flags
+            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount), None)
+
+    def place(path, directory):
+        inside = VIEW_ROOT + path
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        if directory:
+            os.makedirs(inside, exist_ok=True)
+        else:
+            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
+        return inside
+
+    os.mkdir(VIEW_ROOT, 0o755)
+    _libc_call(
+        "mount", b"tmpfs", VIEW_ROOT.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), b"size=1m,mode=755"
+    )
+    for path in paths:
+        if os.path.islink(path):
+            os.makedirs(os.path.dirname(VIEW_ROOT + path), exist_ok=True)
+            os.symlink(os.readlink(path), VIEW_ROOT + path)
+        elif os.path.exists(path):
+            bind(path, place(path, os.path.isdir(path)), MS_RDONLY | MS_NOSUID | MS_NODEV)
+    for name in DEVICES:
+        bind("/dev/" + name, place("/dev/" + name, False), MS_NOSUID | MS_NOEXEC)
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        os.symlink(target, VIEW_ROOT + "/dev/" + name)
+    bind("/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for directory in ("/tmp", *PRIVATE_DIRS):
+        if os.path.isdir(directory) and not os.path.islink(directory):
+            bind(directory, place(directory, True), MS_NOSUID | MS_NODEV)
+    if not any(workdir == d or workdir.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS)):
+        bind(workdir, place(workdir, True), MS_NOSUID | MS_NODEV)  # a working directory elsewhere (tmp_root)
+    _libc_call(
+        "mount",
+        None,
+        VIEW_ROOT.encode(),
+        None,
+        ctypes.c_ulong(MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV),
+        b"size=1m,mode=755",
+    )
+    return VIEW_ROOT
+
+
 def _die_with_parent(expected_parent):
     """SIGKILL this process when its parent dies, so a crashed harness leaves nothing running.
     `expected_parent` closes the race where the parent died before the prctl; None skips that
@@ -135,10 +202,10 @@ def _apply_rlimits(rlimits):
         resource.setrlimit(RLIMITS[name], (cap, cap + 1 if name == "cpu" and cap < hard else cap))
 
 
-def _join_cgroup(cgroup):
-    """Move this process into `cgroup` (None: none), before it forks anything: every process of
-    the run starts in it (a move per job would cost a few milliseconds)."""
-    if cgroup:
+def _join_cgroups(*cgroups):
+    """Move this process into each of `cgroups` (None: none), before it forks anything: every
+    process of the run starts in them (a move per job would cost a few milliseconds)."""
+    for cgroup in filter(None, cgroups):
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
 

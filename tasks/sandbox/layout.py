@@ -54,10 +54,11 @@ from rlvr_sandbox.kernel import (  # noqa: E402
     PR_SET_DUMPABLE,
     _die_with_parent,
     _exit_code,
-    _join_cgroup,
+    _join_cgroups,
     _libc_call,
     _mount_private_proc,
     _mount_private_tmp,
+    _mount_view,
     _unshare,
 )
 
@@ -72,6 +73,8 @@ def _init(job, token, fd, outer_pid, alive_fd=None):
     if "mount" in job["unshare"]:
         _mount_private_proc()
         _mount_private_tmp(job["tmp_mb"], job["uid"])
+        if job.get("view") is not None:
+            job["view_root"] = _mount_view(job["view"], os.getcwd())  # the candidate chroots into it
     child = os.fork()
     if child == 0:
         if alive_fd is not None:
@@ -112,7 +115,7 @@ def run(job_path, fd):
     token = bytearray(job.pop("token").encode())
     try:
         _die_with_parent(job["harness_pid"])
-        _join_cgroup(job["cgroup"])
+        _join_cgroups(job["cgroup"], job["cpu_cgroup"])
         _unshare(job["unshare"])
         # Without a PID namespace or a private uid the candidate could otherwise read our memory
         # (the token) and descriptors (the result pipe) through /proc; pid 1 inherits this.
@@ -142,16 +145,16 @@ REAP_GRACE_S = 2.0  # how long a killed job may take to be gone before the worke
 
 
 def serve(config_json):
-    """A worker: confine this process once (its uid slot's memory cgroup, a network namespace,
-    child subreaper), compile the candidate and preload what every job needs, then run jobs read
+    """A worker: confine this process once (its uid slot's memory and CPU groups, child
+    subreaper), compile the candidate and preload what every job needs, then run jobs read
     from stdin, one JSON line each, and answer each on stdout once the job is over in every sense:
     every process gone, its files removed.
 
     Per job:
 
-        worker     root, in its network namespace    fork J, collect pipes, enforce the deadline
-        J          root, own process group           unshare(pid, mount, ipc), fork, wait, exit
-        pid 1      init of the job's PID namespace   as `_init` (private /proc and tmpfs)
+        worker     root                              fork J, collect pipes, enforce the deadline
+        J          root, own process group           unshare(net, pid, mount, ipc), fork, wait, exit
+        pid 1      init of the job's PID namespace   as `_init` (private /proc, tmpfs and view)
         judge      pid 2, trusted                    as `judge._run_judge`
         candidate  its child, untrusted              a fresh interpreter, as for a per-run
 
@@ -165,7 +168,7 @@ def serve(config_json):
     os.close(null)
     try:
         _candidate_code(config["candidate"])
-        _join_cgroup(config["cgroup"])
+        _join_cgroups(config["cgroup"], config["cpu_cgroup"])
         _unshare(config["unshare"])
         _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a job's pid 1 whose J died is ours to reap
         import ast  # noqa: F401 - preloaded: each job's pid 2 needs them

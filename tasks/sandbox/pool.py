@@ -29,6 +29,7 @@ from tasks.sandbox.host import (
     _namespaces_work,
     _remove_leftovers,
     _slot_cgroup,
+    _slot_cpu_cgroup,
     _uid_slot,
     isolation,
 )
@@ -42,7 +43,7 @@ log = logging.getLogger("tasks.sandbox")
 WORKER_SLACK_S = 5.0  # beyond a job's timeout and STOP_GRACE_S, how long a worker may take to answer
 WORKER_START_S = 30.0  # how long a worker may take to confine itself and say it is ready
 WORKER_FAILED = "the sandbox worker failed"
-JOB_NAMESPACES = ("pid", "mount")  # what each job of a worker enters on its own (and "ipc" if allowed)
+JOB_NAMESPACES = ("net", "pid", "mount")  # what each job of a worker enters on its own (and "ipc" if allowed)
 
 
 class SandboxPool:
@@ -142,7 +143,8 @@ _job_namespaces: tuple[str, ...] | None = None
 
 
 def _namespaces_per_job(iso: Isolation) -> tuple[str, ...]:
-    """The namespaces each job of a worker enters: PID and mount, and IPC (SysV shared memory,
+    """The namespaces each job of a worker enters: network (its counters, `/proc/net/snmp`, would
+    otherwise carry from one job to the next), PID and mount, and IPC (SysV shared memory,
     semaphores and message queues outlive processes; a job's die with its namespace) if the kernel
     allows it. Probed once per process."""
     global _job_namespaces
@@ -169,6 +171,7 @@ class _Worker:
                 "unshare": [n for n in iso.unshare if n not in self.job_unshare],
                 "uid": self.uid,
                 "cgroup": _slot_cgroup(iso, self.uid, 512 + 64),  # each job sets its own limit
+                "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid),
                 "candidate": _candidate_source(),
             }
             self.proc = subprocess.Popen(
