@@ -224,10 +224,11 @@ class RLVRModule(L.LightningModule):
         problems = distributed.shard(problems)  # this process's prompts (all of them on one device)
         self.stage_peaks_mb, self.discarded_rollouts = {}, 0
         rollouts = self.sample(problems, timing)
+        trainable = rollouts.trainable(self.group_size)  # groups the verifier judged in full
         with self.stage(timing, "credit"):
-            advantages, credit_stats = self.credit(rollouts)
+            advantages, credit_stats = self.credit(trainable)
         with self.stage(timing, "update"):
-            update_stats = self.update(rollouts, advantages)
+            update_stats = self.update(trainable, advantages)
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
@@ -366,7 +367,7 @@ class RLVRModule(L.LightningModule):
 
     def record(self, rollouts: Rollouts, advantages: Tensor, timing: dict, stats: dict, spent: int) -> dict[str, Any]:
         """The step's row; `spent`: the rollouts sampled for it, those discarded included."""
-        rewards = rollouts.rewards
+        rewards, judged = rollouts.rewards, rollouts.judged
         eligible = rollouts.eligible
         lengths = eligible.sum(-1).float()
         row: dict[str, Any] = {
@@ -383,7 +384,9 @@ class RLVRModule(L.LightningModule):
             "completions/mean_length": float(lengths.mean()),
             "completions/max_length": float(lengths.max()),
             "completions/clipped_ratio": float(np.mean(rollouts.truncations(self.tokenizer.eos_token_id))),
-            "reward": float(rewards.mean()),
+            "reward": float(rewards[judged].mean()) if judged.any() else math.nan,
+            # rollouts the verifier could not judge (its own failure): their groups were left out
+            "verify/unjudged": int((~judged).sum()),
             # TRL's: the spread within each prompt's group, averaged (none for a group of one)
             "reward_std": float(rewards.view(-1, self.group_size).std(-1).mean()) if self.group_size > 1 else math.nan,
             "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
@@ -436,12 +439,19 @@ class RLVRModule(L.LightningModule):
         world, rank = distributed.world_size(), distributed.rank()
         mine = problems[rank::world]
         rewards: list[float] = []
+        unjudged = 0
         with self.compute_precision(), gathered(self.policy):
             for i in range(0, len(mine), self.eval_args.batch_size):
                 chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
-                rewards += [v.reward for v in self.task.verify_all(chunk)]
+                verdicts = self.task.verify_all(chunk)
+                rewards += [v.reward for v in verdicts]
+                unjudged += sum(not v.judged for v in verdicts)
         rewards = distributed.unstride(distributed.gather(rewards), len(problems))
-        result = {"accuracy": sum(rewards) / max(len(rewards), 1), "rewards": rewards}
+        result = {
+            "accuracy": sum(rewards) / max(len(rewards), 1),
+            "rewards": rewards,  # an item the verifier could not judge counts as failed, and is counted:
+            "unjudged": int(distributed.total(float(unjudged))),
+        }
         if self.eval_args.samples:
             result |= self.sampled_pass_at_k(mine, len(problems))
         return result

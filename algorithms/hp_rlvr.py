@@ -373,9 +373,11 @@ class HPRLVR(RLVRModule):
         rewards = rollouts.rewards
         prompt_ids = [p.id for p in rollouts.problems]
         baseline = self.baseline(prompt_ids).to(rewards.device)  # before this step's rewards are seen
-        # every process keeps the same tracker: it learns from the whole step's rollouts
-        gathered = distributed.gather((prompt_ids, rewards))
-        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))
+        # every process keeps the same tracker: it learns from the whole step's judged rollouts
+        gathered = distributed.gather((prompt_ids, rewards, rollouts.judged.cpu()))
+        judged_ids = [i for ids, _, ok in gathered for i, keep in zip(ids, ok.tolist()) if keep]
+        if judged_ids:
+            self.baseline.update(judged_ids, torch.cat([r.cpu()[ok] for _, r, ok in gathered]))
         if self.weighting == "uniform":
             weights, stats = rollouts.eligible.float(), {}
         else:

@@ -109,6 +109,11 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
                 "grad_norm_records": int(records),
                 "tokens_generated": int(metrics["tokens/generated"].sum()),
+                # rollouts (left out of their update) and held-out items the verifier could not judge;
+                # None for runs recorded before it was counted (their verifier's failures read as 0)
+                "unjudged": int(metrics["verify/unjudged"].sum() + evals["unjudged"].sum())
+                if "verify/unjudged" in metrics.columns and "unjudged" in evals.columns
+                else None,
                 "peak_memory_mb": float(metrics["memory/peak_mb"].max())
                 if "memory/peak_mb" in metrics.columns
                 else None,
@@ -205,6 +210,9 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 **{c: g[c].mean() for c in g.columns if c.startswith("pass@")},
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
+                "unjudged": int(g["unjudged"].sum())
+                if "unjudged" in g.columns and g["unjudged"].null_count() < g.height
+                else None,
                 "peak_memory_mb": float(g["peak_memory_mb"].mean())
                 if g["peak_memory_mb"].null_count() < g.height
                 else None,

@@ -6,7 +6,7 @@ problem and verdict types that travel with it, and left padding."""
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import torch
@@ -19,6 +19,10 @@ class Verdict:
 
     reward: float
     feedback: str
+    judged: bool = True
+    """False where the verifier itself failed (its sandbox, an environment), not the rollout: the
+    reward then means nothing. Such a rollout's group is left out of the update (`trainable`) and
+    counted (`verify/unjudged`); a broken verifier must not teach the policy that its work fails."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,19 @@ class Rollouts:
     @property
     def rewards(self) -> Tensor:
         return torch.tensor([v.reward for v in self.verdicts], dtype=torch.float32, device=self.input_ids.device)
+
+    @property
+    def judged(self) -> Tensor:
+        """[N] bool: whether the verifier could judge each rollout (`Verdict.judged`)."""
+        return torch.tensor([v.judged for v in self.verdicts], dtype=torch.bool, device=self.input_ids.device)
+
+    def trainable(self, group_size: int) -> "Rollouts":
+        """The same rollouts with no eligible token in a group that holds an unjudged rollout: a
+        group's statistics need every reward of it, so the whole group is left out of the update."""
+        if not self.verdicts or all(v.judged for v in self.verdicts):
+            return self
+        whole = self.judged.view(-1, group_size).all(-1).repeat_interleave(group_size)
+        return replace(self, eligible=self.eligible & whole[:, None])
 
     def select(self, index: Tensor) -> "Rollouts":
         """The rows in `index`, trimmed of columns that are padding in all of them."""

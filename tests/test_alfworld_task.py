@@ -145,3 +145,58 @@ def test_hindsight_warm_start_example_trains_one_span_of_commands(task, tiny_dir
             trained == "".join(commands[i:j]) for i in range(len(commands)) for j in range(i + 1, len(commands) + 1)
         )
         assert tokenizer.decode(ids).startswith(HindsightTemplate().open)
+
+
+def test_a_game_that_fails_mid_episode_ends_it_unjudged(task, tiny_dir, monkeypatch):
+    """The environment's own failure (#33): the episode ends there, its verdict is unjudged (left
+    out of the update, counted), and the other episodes play on as before."""
+    from tasks.alfworld.env import AlfworldEnv
+
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
+    problems = task.train_problems()[:2]
+    monkeypatch.setattr(task, "env_processes", 0)  # played here, where the failure is patched in
+    torch.manual_seed(3)
+    clean = task.rollout(engine, problems, group_size=2)
+    real, calls = AlfworldEnv.step, []
+
+    def breaks_once(env, command):
+        calls.append(command)
+        if len(calls) == 2:  # the second episode's first turn
+            raise RuntimeError("the game engine broke")
+        return real(env, command)
+
+    monkeypatch.setattr(AlfworldEnv, "step", breaks_once)
+    torch.manual_seed(3)
+    broken = task.rollout(engine, problems, group_size=2)
+    assert [v.judged for v in broken.verdicts] == [True, False, True, True]
+    assert broken.verdicts[1].feedback.startswith("the environment failed (RuntimeError(")
+    assert broken.verdicts[0] == clean.verdicts[0] and broken.verdicts[2:] == clean.verdicts[2:]
+    assert not broken.trainable(2).eligible[:2].any() and broken.trainable(2).eligible[2:].any()
+
+
+def test_a_worker_that_dies_mid_episode_fails_its_episodes_and_is_replaced(task):
+    """A worker process that dies takes its games with it: each of its episodes still going ends
+    unjudged, the other worker's play on, and the next reset starts the pool afresh."""
+    import os
+    import signal
+
+    from tasks.alfworld.data import FailedStep
+    from tasks.alfworld.pool import EnvPool
+
+    games = [task.games[p.id] for p in task.train_problems()[:4]]
+    with EnvPool(max_steps=10, list_help=False, processes=2) as pool:
+        pool.reset(games)
+        first = pool.workers[0][0]
+        os.kill(first.pid, signal.SIGKILL)
+        first.join()
+        results = pool.step(["look"] * 4)
+        assert [isinstance(r, FailedStep) for r in results] == [True, False, True, False]
+        assert pool.active == [False, True, False, True]
+        assert [r is None for r in pool.step(["look"] * 4)] == [True, False, True, False]
+        pool.reset(games)
+        assert all(connection is not None for _, connection in pool.workers) and first not in [
+            p for p, _ in pool.workers
+        ]
+        assert not any(isinstance(r, FailedStep) for r in pool.step(["look"] * 4))

@@ -36,6 +36,15 @@ class PromptParityReward(MathTask):
         return Verdict(float((len(problem.prompt) + len(completion)) % 2), "parity")
 
 
+class FlakyVerifier(MathTask):
+    """A verifier that fails on its own for a third of the completions (a broken sandbox)."""
+
+    def verify(self, problem, completion):
+        if len(completion) % 3 == 0:
+            return Verdict(0.0, "the sandbox could not judge this run (OSError)", judged=False)
+        return Verdict(float(len(completion) % 2), "parity")
+
+
 class NeedsAnExtra(MathTask):
     @classmethod
     def unavailable(cls):
@@ -350,3 +359,19 @@ def test_evaluation_is_greedy_whatever_the_rng(tiny_dir):
                 ids = torch.cat([ids, torch.tensor([[token]])], 1)
             expected.append(tokenizer.decode(new))
     assert runs[0] == runs[1] == expected
+
+
+@pytest.mark.slow
+def test_unjudged_rollouts_are_counted_in_the_records_and_the_leaderboard(tmp_path):
+    config = tmp_path / "bench.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {"cache_dir": str(tmp_path / "cache"), "suites": [suite("flaky", "test_e2e.FlakyVerifier", steps=2)]}
+        )
+    )
+    assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
+    run = tmp_path / "results" / "flaky" / "grpo-seed0"
+    metrics, evals = pl.read_parquet(run / "metrics.parquet"), pl.read_parquet(run / "eval.parquet")
+    assert metrics["verify/unjudged"].sum() > 0
+    board = pl.read_parquet(tmp_path / "results" / "flaky" / "leaderboard.parquet").row(0, named=True)
+    assert board["unjudged"] == metrics["verify/unjudged"].sum() + evals["unjudged"].sum()

@@ -411,6 +411,7 @@ def test_a_worker_that_dies_or_hangs_mid_job_fails_that_job_and_is_replaced(sign
         job.join(timeout=TIMEOUT + per_run.STOP_GRACE_S + 0.5 + SLACK_S)
         (run,) = runs
         assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(worker_pool.WORKER_FAILED)
+        assert not run.verdict.judged  # the sandbox's own failure
         assert not os.path.exists(run.workdir) and processes_of_uid(run.uid) == []
         # The batch goes on, on a fresh worker.
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict == Verdict(1.0, "all tests passed")
@@ -450,6 +451,7 @@ def test_a_worker_that_answers_nonsense_fails_its_job_and_is_replaced(monkeypatc
         monkeypatch.setattr(worker_pool._Worker, "_request", lambda self, job, deadline: {"stdout": "", "pass": True})
         run = pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT)
         assert run.verdict.reward == 0.0 and run.verdict.feedback.startswith(worker_pool.WORKER_FAILED)
+        assert not run.verdict.judged  # the sandbox's own failure
         assert not os.path.exists(run.workdir)
         monkeypatch.setattr(worker_pool._Worker, "_request", real)
         assert pool.execute("x = 1\n", "assert x == 1\n", TIMEOUT).verdict.reward == 1.0

@@ -104,6 +104,15 @@ class StepResult(NamedTuple):
     admissible: list[str]
 
 
+class FailedStep(StepResult):
+    """A step the environment itself failed (the game raised; its worker died): the episode ends
+    there, unjudged. The observation says why."""
+
+
+def failed_step(why: str) -> FailedStep:
+    return FailedStep(f"the environment failed ({why})", True, False, [])
+
+
 # --------------------------------------------------------------------------------------------
 # The alfworld package's data (imported lazily: this module imports without alfworld)
 

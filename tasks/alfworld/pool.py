@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.alfworld.data import GameRecord, ResetResult, StepResult
+from tasks.alfworld.data import GameRecord, ResetResult, StepResult, failed_step
 from tasks.alfworld.env import AlfworldEnv
 
 
@@ -22,7 +22,9 @@ class EnvPool:
     call. A finished game is skipped: give it None as its command and get None back.
 
     `reset` takes any number of games; the pool then has that many. Transitions are those of an
-    `AlfworldEnv` in this process (the engine is deterministic; tested)."""
+    `AlfworldEnv` in this process (the engine is deterministic; tested). A step whose game raises,
+    or whose worker died, ends that episode with a `failed` result (the rollout is then unjudged,
+    not lost); a game that cannot be reset raises."""
 
     def __init__(
         self, size: int = 0, max_steps: int = 50, fast: bool = True, list_help: bool = True, processes: int = 0
@@ -32,7 +34,7 @@ class EnvPool:
             AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help)
             for _ in range(size if not processes else 0)
         ]
-        self.workers: list[tuple[Any, Any]] = []  # (process, connection)
+        self.workers: list[tuple[Any, Any]] = []  # (process, connection); connection None: it died
         self.done: list[bool] = [True] * size
 
     def __len__(self) -> int:
@@ -46,6 +48,8 @@ class EnvPool:
 
     def reset(self, games: Sequence[GameRecord | str | Path]) -> list[ResetResult]:
         games = [str(g.path) if isinstance(g, GameRecord) else g for g in games]
+        if any(connection is None for _, connection in self.workers):
+            self.close()  # a worker died in the last episodes: start afresh
         if self.processes:
             results = self._scatter("reset", games)
         else:
@@ -80,33 +84,46 @@ class EnvPool:
             theirs.close()
             self.workers.append((process, ours))
         shares = [items[w :: self.processes] for w in range(self.processes)]
+        sent = []
         for (_, connection), share in zip(self.workers, shares):
-            if share:
-                connection.send((kind, share, self.max_steps))
+            try:
+                sent.append(
+                    bool(share) and connection is not None and connection.send((kind, share, self.max_steps)) is None
+                )
+            except OSError:
+                sent.append(False)
         results: list = [None] * len(items)
         for w, ((process, connection), share) in enumerate(zip(self.workers, shares)):
             if not share:
                 continue
             try:
-                status, value = connection.recv()
-            except EOFError:
-                status, value = "error", f"the ALFWorld worker {process.pid} died"
-            if status == "error":
+                status, value = connection.recv() if sent[w] else ("died", None)
+            except (EOFError, OSError):
+                status, value = "died", None
+            if status == "died" and kind == "step":
+                # its games are gone with it: each of its episodes still going ends, failed
+                self.workers[w] = (process, None)
+                value = [
+                    None if command is None else failed_step(f"its worker {process.pid} died") for command in share
+                ]
+            elif status != "ok":
                 self.close()
-                raise RuntimeError(value)
+                raise RuntimeError(value or f"the ALFWorld worker {process.pid} died")
             results[w :: self.processes] = value
         return results
 
     def close(self) -> None:
         for process, connection in self.workers:
             try:
-                connection.send(None)
+                if connection is not None:
+                    connection.send(None)
             except OSError:
                 pass
             process.join(timeout=5)
             if process.is_alive():
                 process.kill()
-            connection.close()
+            if connection is not None:
+                connection.close()
         self.workers = []
 
 
@@ -120,7 +137,15 @@ def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool,
 
 
 def _step(envs: list[AlfworldEnv], commands: Sequence[str | None]) -> list[StepResult | None]:
-    return [None if command is None or env.done else env.step(command) for env, command in zip(envs, commands)]
+    return [None if command is None or env.done else _step_one(env, command) for env, command in zip(envs, commands)]
+
+
+def _step_one(env: AlfworldEnv, command: str) -> StepResult:
+    try:
+        return env.step(command)
+    except Exception as error:  # noqa: BLE001 - the game's failure, not the policy's: unjudged
+        env.done = True
+        return failed_step(repr(error)[:200])
 
 
 def _serve(connection: Any, parents_end: Any, fast: bool, list_help: bool) -> None:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from tasks.alfworld.data import TASK_TYPES, GameRecord, GameSize
+from tasks.alfworld.data import TASK_TYPES, FailedStep, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
@@ -251,6 +251,7 @@ class AlfworldTask(Task):
         eligible = [[False] * len(r) for r in rows]
         logprobs = [[0.0] * len(r) for r in rows]
         won, turns_played = [False] * len(episodes), [0] * len(episodes)
+        failed: list[str | None] = [None] * len(episodes)  # the environment's own failure, if any
         # the state each turn acts from (GiGPO's anchor): the prompt, which holds the task and the
         # first observation as ALFWorld's reset text does, then the game's answer to the last command
         observed = [p.prompt for p in episodes]
@@ -284,6 +285,8 @@ class AlfworldTask(Task):
                 eligible[i] += [False] * len(answer)
                 logprobs[i] += [0.0] * len(answer)
                 won[i], turns_played[i] = result.won, turns_played[i] + 1
+                if isinstance(result, FailedStep):
+                    failed[i] = result.observation
                 turn_states[i].append(observed[i])
                 observed[i] = result.observation
         device = engine.model.device
@@ -296,7 +299,10 @@ class AlfworldTask(Task):
             sample_logprobs=stacked_left(logprobs, 0.0, torch.float32).to(device),
             completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
         )
-        rollouts.verdicts = [outcome(*played) for played in zip(won, turns_played)]
+        rollouts.verdicts = [
+            outcome(w, n) if why is None else Verdict(0.0, why, judged=False)
+            for w, n, why in zip(won, turns_played, failed)
+        ]
         # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
         rollouts.truncated = [not w and n >= self.max_turns for w, n in zip(won, turns_played)]
         rollouts.turn_states = turn_states

@@ -240,7 +240,7 @@ class _Worker:
             why = "no answer" if reply is None else str(reply.get("fatal", "an invalid answer"))
             log.warning("sandbox worker %d failed (%s); replacing it", self.proc.pid, why)
             self.kill(workdir)
-            verdict = Verdict(0.0, _truncate(f"{WORKER_FAILED} ({why})"))
+            verdict = Verdict(0.0, _truncate(f"{WORKER_FAILED} ({why})"), judged=False)
             return Execution(verdict, "", "", -1, False, time.monotonic() - start, workdir, self.uid)
         stderr = out.stderr.decode("utf-8", "replace")
         verdict = verdicts.read_verdict(out, token, exit_code, timeout_s, max_output_bytes, stderr)

@@ -86,7 +86,7 @@ class Execution:
 def _unjudged(exc: BaseException, start: float) -> Execution:
     """The record of a run the harness could not judge: reward 0, said so, logged."""
     log.warning("sandbox: a run could not be judged (%r)", exc)
-    verdict = Verdict(0.0, f"the sandbox could not judge this run ({type(exc).__name__})")
+    verdict = Verdict(0.0, f"the sandbox could not judge this run ({type(exc).__name__})", judged=False)
     return Execution(verdict, "", "", -1, False, time.monotonic() - start, "")
 
 
