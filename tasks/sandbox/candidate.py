@@ -1,11 +1,11 @@
 """The untrusted side of `tasks.sandbox`: run the program, then answer the judge's calls.
 
-The judge (`judge._run_judge`, trusted) starts this file as a fresh interpreter
-(`python -S -s -P -B -c <this source>`: no memory of the judge's tests or token is in it), already
-under its limits, its private uid and the system-call filter, with two pipes: requests on fd 3,
-answers on fd 4. It has no other descriptor of the run's, and what it answers is plain data in the
-canonical form below, so no object, builtin, module or frame of the program can reach the
-judgement. It imports nothing: its start-up is a bare interpreter's.
+`main` runs in pid 2 of a run (`layout._start_candidate`), a fork of processes that have read
+nothing of any run's tests, token, program or output (`layout.py` says how), already under its
+limits, its view of the filesystem, its private uid and the system-call filter, with two pipes:
+requests on fd 3, answers on fd 4. It has no other descriptor of the run's, and what it answers
+is plain data in the canonical form below, so no object, builtin, module or frame of the program
+can reach the judgement.
 
 Requests (from the judge, trusted): marshal, each prefixed by its length (4 bytes, big-endian):
 

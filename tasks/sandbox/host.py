@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
+import json
 import logging
 import math
 import os
@@ -25,8 +25,7 @@ from tasks.sandbox.verdict import SandboxError, StdioCases, Tests
 
 log = logging.getLogger("tasks.sandbox")
 
-LAYOUT = Path(__file__).with_name("layout.py")
-CANDIDATE = Path(__file__).with_name("candidate.py")
+LAYOUT = Path(__file__).with_name("start.py")  # the sandbox's command line (`layout.main`)
 MEMORY_CGROUP_V1 = "/sys/fs/cgroup/memory"
 CPU_CGROUP_V1 = "/sys/fs/cgroup/cpu"
 SYSTEM_VIEW = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
@@ -92,6 +91,7 @@ def _probe() -> Isolation:
         base: tuple[str, ...] = ()
     else:
         python, base = os.path.realpath(sys.executable), ("user",)  # a virtual environment's base
+    _compile_sandbox(python)
     extras = {
         "memory_cgroup": _cgroup_root(MEMORY_CGROUP_V1, "memory.limit_in_bytes") if root else None,
         "cpu_cgroup": _cgroup_root(CPU_CGROUP_V1, "cpu.shares") if root else None,
@@ -267,17 +267,12 @@ def _job(
     file_size_mb: int,
     nproc: int,
     prompt: str | None = None,
-) -> dict:
-    """What the bootstrap needs to confine and run one program (the same for both paths)."""
+) -> tuple[dict, dict]:
+    """A run's description in its two parts (the same for both paths, `layout.py` says why): the
+    public part, which the sandbox's processes read (limits, namespaces, view, uid), and the
+    secret part, which only the judge reads (the program, the tests, the prompt, the token)."""
     bpf = syscall_filter() if iso.syscall_filter else None
-    return {
-        "token": secrets.token_hex(16),
-        "program": program,
-        "tests": tests if isinstance(tests, str) else "",
-        "cases": tests.job() if isinstance(tests, StdioCases) else None,
-        "prompt": prompt,
-        "candidate": _candidate_source(),
-        "python": iso.python,
+    public = {
         "seccomp": bpf.hex() if bpf is not None else None,
         "tmp_mb": file_size_mb,
         "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb),
@@ -299,11 +294,51 @@ def _job(
             "core": 0,
         },
     }
+    secret = {
+        "token": secrets.token_hex(16),
+        "program": program,
+        "tests": tests if isinstance(tests, str) else "",
+        "cases": tests.job() if isinstance(tests, StdioCases) else None,
+        "prompt": prompt,
+    }
+    return public, secret
 
 
-@functools.cache
-def _candidate_source() -> str:
-    return CANDIDATE.read_text()
+def _secret_file(secret: dict) -> int:
+    """A descriptor of the secret part, written to a file that is unlinked at once (in the
+    harness's private directory): only the descriptor, which the judge inherits, reaches it."""
+    f = tempfile.TemporaryFile(dir=_private_dir(), prefix="job-")
+    try:
+        f.write(json.dumps(secret).encode())
+        f.flush()
+        f.seek(0)  # the descriptor shares this offset: the judge reads from the start
+        return os.dup(f.fileno())
+    finally:
+        f.close()
+
+
+def _compile_sandbox(python: str) -> None:
+    """Cache the sandbox's own modules compiled by its interpreter (it runs them with -B, which
+    reads a cache but never writes one): each run then starts without compiling them. Best effort:
+    a read-only checkout only costs that time."""
+    modules = [str(LAYOUT.with_name(name)) for name in ("layout.py", "judge.py", "candidate.py", "kernel.py")]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [
+                python,
+                "-S",
+                "-s",
+                "-P",
+                "-c",
+                "import py_compile, sys\nfor m in sys.argv[1:]: py_compile.compile(m)",
+                *modules,
+            ],
+            env=_base_env("/"),
+            cwd="/",
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
 
 
 def _run_as(uid: int, argv: list[str]) -> subprocess.CompletedProcess:

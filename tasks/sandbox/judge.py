@@ -1,27 +1,23 @@
-"""pid 2 of a sandbox run, trusted: start the candidate and run the tests against it.
+"""pid 3 of a sandbox run, trusted: run the tests against the candidate.
 
-`_run_judge` forks the candidate, which execs a fresh interpreter running `candidate.py`
-(limits, private uid, no_new_privs and the system-call filter applied before the exec), then
-runs the tests in this process with each of the program's functions bound to a proxy that calls
-it across the process boundary and gets plain data back (the canonical form of
-`candidate.py`, parsed here against a strict schema). The candidate never holds the
-tests, the token or the result pipe. Standard library only: this runs under `python -S`.
+`_run_judge` reads the run's secret part, sends the candidate (pid 2, started and confined by
+`layout.py`) its program, then runs the tests in this process with each of the program's
+functions bound to a proxy that calls it across the process boundary and gets plain data back
+(the canonical form of `candidate.py`, parsed here against a strict schema). The candidate never
+holds the tests, the token or the result pipe. Standard library only: this runs under `python -S`.
 """
 
 import contextlib
 import json
 import os
+import select
 import signal
 
 from .kernel import (
     PR_SET_DUMPABLE,
-    PR_SET_NO_NEW_PRIVS,
-    PR_SET_PDEATHSIG,
     _apply_rlimits,
-    _drop_capabilities,
     _exit_code,
     _libc_call,
-    _load_filter,
     _oom_kills,
 )
 
@@ -146,24 +142,29 @@ def _describe(exc, tests_lines, conditions, extract_tb):
     return "error", error + (f" (in test: {test_line})" if test_line else "")
 
 
-def _run_judge(job, token, fd):
-    """pid 2, trusted: start the candidate (a fresh interpreter that runs the program and answers
-    calls, `candidate.py`), then run the tests in this process with each of the
-    program's functions replaced by a proxy that calls it across the process boundary and gets
-    plain data back. Every record carries the run's token; the candidate never sees it, the
-    tests, or the result pipe."""
+def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
+    """pid 1 of the run's PID namespace, trusted: read the run's secret part (program, tests,
+    prompt, token) from `secret_fd`, send the candidate (its child, `candidate.py`, already
+    confined) the program, then run the tests in this process with each of the program's
+    functions replaced by a proxy that calls it across the process boundary and gets plain data
+    back. Every record carries the run's token; the candidate never sees it, the tests, or the
+    result pipe. When this process exits, the kernel kills whatever else is left of the run."""
     import builtins
     import errno
     import importlib
     import marshal
-    import time
     import traceback
 
     _apply_rlimits({k: v for k, v in job["rlimits"].items() if k in ("cpu", "as", "core")})
     _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the candidate (same uid without root) cannot read our memory
-    tag = bytes(token).decode()
-    del token
-    tests = job["tests"]
+    try:
+        with os.fdopen(secret_fd, "rb") as f:
+            secret = json.loads(f.read())
+        tag, tests, program = secret["token"], secret["tests"], secret["program"]
+    except Exception as exc:  # noqa: BLE001 - the sandbox's failure: no record can carry a token
+        os.write(fd, (json.dumps({"error": f"sandbox setup failed: {exc!r}"}) + "\n").encode())
+        os.kill(candidate, signal.SIGKILL)
+        os._exit(70)
     tests_lines = tests.splitlines()
     oom_before = _oom_kills(job.get("cgroup"))
 
@@ -174,29 +175,30 @@ def _run_judge(job, token, fd):
 
     def finish(status, **fields):
         write_record(**fields)
-        if child is not None:
-            stop_candidate()
+        stop_candidate()
         os._exit(status)
+
+    def candidate_status(timeout_s=None):
+        """The candidate's exit status once it has exited; None if not within `timeout_s`."""
+        if gone_status:
+            return gone_status[0]
+        if timeout_s is not None and not select.select([exit_fd], [], [], timeout_s)[0]:
+            return None
+        gone_status.append(_exit_code(os.waitpid(candidate, 0)[1]))
+        return gone_status[0]
 
     def stop_candidate():
         """Close its requests and give it CANDIDATE_EXIT_S to flush its output and exit; then kill it."""
-        if reaped:
-            return
         with contextlib.suppress(OSError):
             os.close(requests_w)
-        give_up, pause = time.monotonic() + CANDIDATE_EXIT_S, 0.0001
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(child, os.WNOHANG)[0] == 0:
-                if time.monotonic() > give_up:
-                    os.kill(child, signal.SIGKILL)
-                    os.waitpid(child, 0)
-                    return
-                time.sleep(pause)
-                pause = min(2 * pause, 0.01)
+        if candidate_status(CANDIDATE_EXIT_S) is None:
+            with contextlib.suppress(OSError):
+                os.kill(candidate, signal.SIGKILL)
+            candidate_status()
 
-    child, reaped = None, []
-
-    cases = job.get("cases")
+    gone_status = []
+    exit_fd = os.pidfd_open(candidate)  # readable once it has exited
+    cases = secret.get("cases")
     try:
         tests_code = compile(tests, "<tests>", "exec", dont_inherit=True, optimize=0)
         conditions = _assert_conditions(tests)
@@ -204,15 +206,6 @@ def _run_judge(job, token, fd):
         where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
         finish(1, fail="syntax", message=f"{type(exc).__name__} in the tests{where}")
 
-    requests_r, requests_w = os.pipe()
-    answers_r, answers_w = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(requests_w)
-        os.close(answers_r)
-        _exec_candidate(job, requests_r, answers_w, fd)
-    os.close(requests_r)
-    os.close(answers_w)
     pending = bytearray()
     gone = []  # how the candidate ended, once it has
 
@@ -220,10 +213,9 @@ def _run_judge(job, token, fd):
         """Why the candidate is gone: its own last word, or its exit status."""
         if gone:
             return gone[0]
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.kill(child, signal.SIGKILL)  # it broke the protocol, or was done: make sure
-        status = _exit_code(os.waitpid(child, 0)[1])
-        reaped.append(status)
+        with contextlib.suppress(OSError):
+            os.kill(candidate, signal.SIGKILL)  # it broke the protocol, or was done: make sure
+        status = candidate_status()
         if status > 128 and status - 128 == signal.SIGKILL and _oom_kills(job.get("cgroup")) > oom_before:
             how = "memory limit exceeded"
         elif status > 128 and status - 128 == signal.SIGXCPU:
@@ -265,10 +257,9 @@ def _run_judge(job, token, fd):
         return answer if answer is not None else {"malformed": 1}
 
     write_record(phase="program")
-    send(_candidate_code(job["candidate"]))  # if it did not start, the first call finds it gone
     mode = "program" if cases is None else "script"
-    ready = call((mode, job["program"], job["block_network"], job["block_processes"]))
-    lines = job["program"].count("\n") + 1
+    ready = call((mode, program, job["block_network"], job["block_processes"]))
+    lines = program.count("\n") + 1
 
     def at_line(answer):
         line = answer.get("line")
@@ -372,7 +363,7 @@ def _run_judge(job, token, fd):
 
     namespace = {"__builtins__": builtins}
     wanted = _free_names(tests)
-    prompt, stubs = job.get("prompt"), None
+    prompt, stubs = secret.get("prompt"), None
     if prompt:
         stubs = _run_prompt(prompt, namespace)
         if stubs is None:
@@ -481,46 +472,6 @@ def _excerpt(text, limit=60):
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
-def _exec_candidate(job, requests_r, answers_w, result_fd):
-    """The candidate's side of the fork: limits, the OOM killer's first choice, the private uid,
-    no_new_privs, the system-call filter, then a fresh interpreter running
-    `candidate.py` with the requests on fd 3 and answers on fd 4. (The memory cgroup is
-    already ours: the outer or the worker joined it before forking.)"""
-    try:
-        os.close(result_fd)
-        high = [os.dup(requests_r), os.dup(answers_w)]  # either may be 3 or 4 already
-        for target, fd in zip((3, 4), high):
-            os.dup2(fd, target)  # inheritable (a dup2'd descriptor is, unlike os.pipe()'s)
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) > 4:
-                with contextlib.suppress(OSError):
-                    os.close(int(name))
-        _apply_rlimits(job["rlimits"])
-        # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")
-        if job.get("view_root"):
-            workdir = os.getcwd()
-            os.chroot(job["view_root"])  # the minimal view (`kernel._mount_view`), the same paths inside
-            os.chdir(workdir)
-        if job["uid"] is not None:
-            os.setgroups([])
-            os.setgid(job["gid"])
-            os.setuid(job["uid"])
-        _libc_call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary (su, mount) regains root
-        _libc_call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid, which clears it
-        if "user" in job["unshare"]:
-            _drop_capabilities()
-        if job["seccomp"]:
-            _load_filter(bytes.fromhex(job["seccomp"]))  # inherited across execve; it allows execve
-        python = job["python"]
-        os.execve(python, [python, "-S", "-s", "-P", "-B", "-c", CANDIDATE_LOADER], dict(os.environ))
-    except BaseException as exc:  # noqa: BLE001 - the judge reports a candidate that did not start
-        with contextlib.suppress(BaseException):
-            os.write(2, f"sandbox: the candidate did not start: {exc!r}\n".encode())
-        os._exit(71)
-
-
 ANSWER_LIMIT = 16 << 20  # bytes of one answer from the candidate
 CANDIDATE_EXIT_S = 1.0  # after the verdict, how long the candidate may take to flush its output and exit
 MAX_DEPTH = 64  # nesting of one value
@@ -596,29 +547,3 @@ SAFE_MODULES = frozenset(
 """Standard-library modules the judge binds for a name the program bound to one (the tests may
 use a module the prompt imported, `math.fabs`): imported by the judge itself, never the program's
 object; any other module name is left unbound."""
-
-
-CANDIDATE_LOADER = (
-    "import marshal, os\n"
-    "def read(n):\n"
-    "    data = b''\n"
-    "    while len(data) < n:\n"
-    "        chunk = os.read(3, n - len(data))\n"
-    "        if not chunk:\n"
-    "            os._exit(70)\n"
-    "        data += chunk\n"
-    "    return data\n"
-    "exec(marshal.loads(read(int.from_bytes(read(4), 'big'))), {'__name__': '__main__'})\n"
-)
-"""The candidate's command line: it reads `candidate.py`, compiled by the judge (the same
-interpreter), from its requests pipe; compiling it anew in every candidate would cost more."""
-_compiled = {}
-
-
-def _candidate_code(source):
-    """`source` compiled and marshalled, once per process (a worker's jobs fork from it)."""
-    if source not in _compiled:
-        import marshal
-
-        _compiled[source] = marshal.dumps(compile(source, "<candidate>", "exec", dont_inherit=True))
-    return _compiled[source]

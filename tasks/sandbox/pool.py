@@ -7,8 +7,9 @@ import json
 import logging
 import os
 import queue
-import selectors
+import select
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -21,19 +22,19 @@ from tasks.sandbox.host import (
     WORLD_WRITABLE_DIRS,
     Isolation,
     _base_env,
-    _candidate_source,
     _isolation_lock,
     _job,
     _kill_uid,
     _make_workdir,
     _namespaces_work,
     _remove_leftovers,
+    _secret_file,
     _slot_cgroup,
     _slot_cpu_cgroup,
     _uid_slot,
     isolation,
 )
-from tasks.sandbox.run import STOP_GRACE_S, _has_exited, execute
+from tasks.sandbox.run import STOP_GRACE_S, _collect, _has_exited, execute
 from tasks.sandbox.verdict import Execution, SandboxError, Tests, _Collected, _truncate, _unjudged
 
 log = logging.getLogger("tasks.sandbox")
@@ -156,15 +157,17 @@ def _namespaces_per_job(iso: Isolation) -> tuple[str, ...]:
 
 
 class _Worker:
-    """One worker process (`layout.py serve`) and the private uid it holds for its
-    lifetime. Used by one thread at a time."""
+    """One worker process (`layout.serve`) and the private uid it holds for its lifetime. The
+    harness sends it each job's public part and four descriptors over a socket; the job's pipes
+    are collected here, as on the per-run path, so the worker never reads a run's program, tests
+    or output (its jobs fork from it). Used by one thread at a time."""
 
     def __init__(self, iso: Isolation) -> None:
         self.iso = iso
         self.job_unshare = list(_namespaces_per_job(iso))
         self._stack = contextlib.ExitStack()
         self.uid = self._stack.enter_context(_uid_slot())
-        self._buffer = bytearray()
+        self._messages: list[dict] = []
         self.dead = False
         try:
             config = {
@@ -172,24 +175,23 @@ class _Worker:
                 "uid": self.uid,
                 "cgroup": _slot_cgroup(iso, self.uid, 512 + 64),  # each job sets its own limit
                 "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid),
-                "candidate": _candidate_source(),
             }
-            self.proc = subprocess.Popen(
-                [iso.python, "-S", "-s", "-P", "-B", str(LAYOUT), "serve", json.dumps(config)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                bufsize=0,
-                cwd="/",
-                env=_base_env("/"),
-                start_new_session=True,
-            )
+            self._channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                self.proc = subprocess.Popen(
+                    [iso.python, "-S", "-s", "-P", "-B", str(LAYOUT), "serve", json.dumps(config)],
+                    stdin=theirs.fileno(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd="/",
+                    env=_base_env("/"),
+                    start_new_session=True,
+                )
+            finally:
+                theirs.close()
         except BaseException:
             self._stack.close()
             raise
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
-        os.set_blocking(self._in, False)
         ready = self._receive(time.monotonic() + WORKER_START_S)
         if ready is None or ready.get("ready") is not True:
             self.kill()
@@ -214,8 +216,10 @@ class _Worker:
     ) -> Execution:
         start = time.monotonic()
         workdir = _make_workdir(self.uid, tmp_root)
-        job = _job(self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes, prompt)
-        job.update(
+        public, secret = _job(
+            self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes, prompt
+        )
+        public.update(
             unshare=self.job_unshare,
             workdir=workdir,
             env=_base_env(workdir),
@@ -224,8 +228,7 @@ class _Worker:
             max_output_bytes=max_output_bytes,
             leftover_dirs=sorted({*WORLD_WRITABLE_DIRS, tempfile.gettempdir(), os.path.dirname(workdir)}),
         )
-        token = job["token"]
-        reply = self._request(job, start + timeout_s + STOP_GRACE_S + WORKER_SLACK_S)
+        reply = self._request((public, secret), start + timeout_s + STOP_GRACE_S + WORKER_SLACK_S)
         try:
             out = _Collected(
                 str(reply["stdout"]).encode("latin-1"),
@@ -243,7 +246,7 @@ class _Worker:
             verdict = Verdict(0.0, _truncate(f"{WORKER_FAILED} ({why})"), judged=False)
             return Execution(verdict, "", "", -1, False, time.monotonic() - start, workdir, self.uid)
         stderr = out.stderr.decode("utf-8", "replace")
-        verdict = verdicts.read_verdict(out, token, exit_code, timeout_s, max_output_bytes, stderr)
+        verdict = verdicts.read_verdict(out, secret["token"], exit_code, timeout_s, max_output_bytes, stderr)
         return Execution(
             verdict,
             out.stdout.decode("utf-8", "replace"),
@@ -255,43 +258,76 @@ class _Worker:
             self.uid,
         )
 
-    def _request(self, job: dict, deadline: float) -> dict | None:
-        """Send one job and wait for its answer until `deadline`; None if none came."""
-        data = memoryview((json.dumps(job) + "\n").encode())
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._in, selectors.EVENT_WRITE)
-            while data:
-                now = time.monotonic()
-                if now >= deadline:
-                    return None
-                if sel.select(deadline - now):
-                    try:
-                        data = data[os.write(self._in, data) :]
-                    except BlockingIOError:
-                        continue
-                    except OSError:  # EPIPE: the worker is gone
-                        return None
-        return self._receive(deadline)
+    def _request(self, job: tuple[dict, dict], deadline: float) -> dict | None:
+        """Run one job: send it, collect its pipes until it ends or its time is up (then tell the
+        worker to kill it), and wait until `deadline` for the worker's {"done": EXIT_CODE}. The
+        collected output and how the job ended; None if the worker did not answer."""
+        public, secret = job
+        secret_fd = _secret_file(secret)
+        pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, result
+        try:
+            try:
+                socket.send_fds(self._channel, [json.dumps(public).encode()], [w for _, w in pipes] + [secret_fd])
+            except OSError:  # the worker is gone
+                return None
+        finally:
+            for fd in (secret_fd, *(w for _, w in pipes)):
+                os.close(fd)
+        try:
+            out = _collect(
+                tuple(r for r, _ in pipes),
+                self._ended,
+                time.monotonic() + public["timeout_s"],
+                public["output_limit"],
+                public["max_output_bytes"],
+            )
+        finally:
+            for r, _ in pipes:
+                os.close(r)
+        if out.timed_out or out.overflow:
+            with contextlib.suppress(OSError):
+                self._channel.send(b'{"kill": true}')
+        reply = self._receive(deadline)
+        if reply is None or "done" not in reply:
+            return reply
+        return {
+            "stdout": out.stdout.decode("latin-1"),
+            "stderr": out.stderr.decode("latin-1"),
+            "result": out.result.decode("latin-1"),
+            "timed_out": out.timed_out,
+            "overflow": out.overflow,
+            "exit_code": reply["done"],
+        }
+
+    def _ended(self) -> bool:
+        """Whether the worker has said the job is over (or anything else: it is done with it)."""
+        self._poll(0.0)
+        return bool(self._messages)
+
+    def _poll(self, timeout_s: float) -> bool:
+        """Take one message from the channel if one comes within `timeout_s`; False at EOF."""
+        if not select.select([self._channel], [], [], max(timeout_s, 0.0))[0]:
+            return True
+        try:
+            data = self._channel.recv(1 << 16)
+        except OSError:
+            return False
+        if not data:
+            return False
+        with contextlib.suppress(ValueError, RecursionError):
+            message = json.loads(data)
+            self._messages.append(message if isinstance(message, dict) else {})
+            return True
+        self._messages.append({})
+        return True
 
     def _receive(self, deadline: float) -> dict | None:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._out, selectors.EVENT_READ)
-            while b"\n" not in self._buffer:
-                now = time.monotonic()
-                if now >= deadline:
-                    return None
-                if sel.select(deadline - now):
-                    chunk = os.read(self._out, 1 << 20)
-                    if not chunk:
-                        return None
-                    self._buffer += chunk
-        line, _, rest = bytes(self._buffer).partition(b"\n")
-        self._buffer[:] = rest
-        with contextlib.suppress(ValueError, RecursionError):
-            reply = json.loads(line)
-            if isinstance(reply, dict):
-                return reply
-        return None
+        """The next message from the worker, waiting until `deadline`; None if none came."""
+        while not self._messages:
+            now = time.monotonic()
+            if now >= deadline or not self._poll(deadline - now):
+                return None
+        return self._messages.pop(0)
 
     def kill(self, workdir: str | None = None) -> None:
         """SIGKILL the worker's process group (the worker; its job's J and pid 1 are in their own
@@ -309,11 +345,11 @@ class _Worker:
         self._release()
 
     def close(self) -> None:
-        """Close the worker's stdin (it exits when idle) and wait; kill it if it does not."""
+        """Close the channel (the worker exits when idle) and wait; kill it if it does not."""
         if self.dead:
             return
         with contextlib.suppress(OSError):
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self._channel.shutdown(socket.SHUT_RDWR)
         try:
             self.proc.wait(timeout=STOP_GRACE_S + WORKER_SLACK_S)
         except subprocess.TimeoutExpired:
@@ -323,7 +359,6 @@ class _Worker:
         self._release()
 
     def _release(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
+        with contextlib.suppress(OSError):
+            self._channel.close()
         self._stack.close()

@@ -8,8 +8,8 @@ import os
 import selectors
 import signal
 import subprocess
-import tempfile
 import time
+from collections.abc import Callable
 
 from tasks.sandbox import verdict as verdicts
 from tasks.sandbox.host import (
@@ -19,11 +19,10 @@ from tasks.sandbox.host import (
     _job,
     _kill_uid,
     _make_workdir,
-    _private_dir,
     _remove_leftovers,
+    _secret_file,
     _tasks_of_uid,
     _uid_slot,
-    _unlink_quietly,
     isolation,
 )
 from tasks.sandbox.verdict import RESULT_LIMIT, Execution, SandboxError, Tests, _Collected, _unjudged
@@ -59,12 +58,12 @@ def execute(
             if uid is not None and not iso.pid_namespace:
                 _kill_uid(iso.python, uid)  # a crashed harness may have left processes under this uid
             nproc = max_processes if iso.privilege != "none" else _tasks_of_uid(os.getuid()) + max_processes
-            job = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc, prompt)
-            fd, job_path = tempfile.mkstemp(dir=_private_dir(), prefix="job-")
-            stack.callback(_unlink_quietly, job_path)
-            with os.fdopen(fd, "w") as f:
-                json.dump(job, f)
-            return _supervise(iso, job, job_path, workdir, timeout_s, output_limit, max_output_bytes, stack)
+            public, secret = _job(iso, program, tests, uid, timeout_s, memory_mb, file_size_mb, nproc, prompt)
+            secret_fd = _secret_file(secret)
+            stack.callback(os.close, secret_fd)
+            return _supervise(
+                iso, public, secret_fd, secret["token"], workdir, timeout_s, output_limit, max_output_bytes, stack
+            )
     except SandboxError:
         raise
     except Exception as exc:  # noqa: BLE001 - a program must never stop training
@@ -73,26 +72,27 @@ def execute(
 
 def _supervise(
     iso: Isolation,
-    job: dict,
-    job_path: str,
+    public: dict,
+    secret_fd: int,
+    token: str,
     workdir: str,
     timeout_s: float,
     output_limit: int,
     max_output_bytes: int,
     stack: contextlib.ExitStack,
 ) -> Execution:
-    """Start the bootstrap, collect its pipes until it is done or the deadline passes, kill its
-    process group (taking the PID namespace with it), and judge."""
+    """Start the layout (`layout.run`), collect its pipes until it is done or the deadline passes,
+    kill its process group (taking the PID namespace with it), and judge."""
     result_r, result_w = os.pipe()
     stack.callback(os.close, result_r)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            [iso.python, "-S", "-s", "-P", "-B", str(LAYOUT), "run", job_path, str(result_w)],
+            [iso.python, "-S", "-s", "-P", "-B", str(LAYOUT), "run", json.dumps(public), str(secret_fd), str(result_w)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(result_w,),
+            pass_fds=(secret_fd, result_w),
             cwd=workdir,
             env=_base_env(workdir),
             start_new_session=True,
@@ -100,14 +100,16 @@ def _supervise(
     finally:
         os.close(result_w)
     with proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        pipes = (proc.stdout.fileno(), proc.stderr.fileno(), result_r)
         try:
-            out = _collect(proc, result_r, start + timeout_s, output_limit, max_output_bytes)
+            out = _collect(pipes, lambda: _has_exited(proc.pid), start + timeout_s, output_limit, max_output_bytes)
         finally:
             exit_code = _stop(proc)
             if iso.privilege == "uid-drop" and not iso.pid_namespace:
-                _kill_uid(iso.python, job["uid"])
+                _kill_uid(iso.python, public["uid"])
     stderr = out.stderr.decode("utf-8", "replace")
-    verdict = verdicts.read_verdict(out, job["token"], exit_code, timeout_s, max_output_bytes, stderr)
+    verdict = verdicts.read_verdict(out, token, exit_code, timeout_s, max_output_bytes, stderr)
     return Execution(
         verdict,
         out.stdout.decode("utf-8", "replace"),
@@ -116,19 +118,22 @@ def _supervise(
         out.timed_out,
         time.monotonic() - start,
         workdir,
-        job["uid"],
+        public["uid"],
     )
 
 
 def _collect(
-    proc: subprocess.Popen, result_r: int, deadline: float, output_limit: int, max_output_bytes: int
+    pipes: tuple[int, int, int],
+    exited: Callable[[], bool],
+    deadline: float,
+    output_limit: int,
+    max_output_bytes: int,
 ) -> _Collected:
-    """Read the three pipes as data arrives, keeping the first `output_limit` bytes of stdout and
-    stderr. Done when every pipe is closed (with a PID namespace that is when the run ended),
-    when the bootstrap exited and the pipes stayed open EXIT_GRACE_S longer (a leftover process
-    holds them), at the deadline, or once the output passes `max_output_bytes`."""
-    assert proc.stdout is not None and proc.stderr is not None
-    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", result_r: "result"}
+    """Read a run's stdout, stderr and result pipes as data arrives, keeping the first
+    `output_limit` bytes of stdout and stderr. Done when every pipe is closed (with a PID namespace
+    that is when the run ended), when `exited()` and the pipes stayed open EXIT_GRACE_S longer (a
+    leftover process holds them), at the deadline, or once the output passes `max_output_bytes`."""
+    names = dict(zip(pipes, ("stdout", "stderr", "result")))
     caps = {"stdout": output_limit, "stderr": output_limit, "result": RESULT_LIMIT}
     kept = {name: bytearray() for name in caps}
     total = 0
@@ -142,7 +147,7 @@ def _collect(
             sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
             now = time.monotonic()
-            if exited_at is None and _has_exited(proc.pid):
+            if exited_at is None and exited():
                 exited_at = now
             end = deadline if exited_at is None else min(deadline, exited_at + EXIT_GRACE_S)
             if now >= end:

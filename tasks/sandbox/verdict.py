@@ -104,19 +104,17 @@ def read_verdict(
 ) -> Verdict:
     """The verdict from the result pipe. Only records that carry the run's token count (the
     judge's; the candidate never holds the token or the pipe), each parsed against a strict
-    schema: {"phase"}, {"fail", "message"}, {"passed"} or {"error"}. A pass needs a pass record
-    from a run that exited 0 and no fail record."""
+    schema: {"phase"}, {"fail", "message"}, {"passed"}. A pass needs a pass record from a run
+    that exited 0 and no fail record. A setup error, {"error"} without a token, is believed only
+    before the judge's first record: the layout writes it before any of the program's code could
+    run (and the program never holds the pipe)."""
     records = []
     for line in out.result.splitlines()[:16]:
+        if not records and (error := _setup_error(line)) is not None:
+            raise SandboxError(error)
         record = _record(line, token)
-        if record is not None:
+        if record is not None and "error" not in record:
             records.append(record)
-    # A setup error is only believed before any phase marker.
-    for record in records:
-        if "phase" in record:
-            break
-        if "error" in record:
-            raise SandboxError(str(record["error"]))
     if out.timed_out:
         return Verdict(0.0, f"timed out after {timeout_s:g} s")
     if out.overflow:
@@ -149,6 +147,19 @@ def _record(line: bytes, token: str) -> dict | None:
     if any(RECORD_FIELDS.get(key) is not type(value) for key, value in record.items()):
         return None
     return record
+
+
+def _setup_error(line: bytes) -> str | None:
+    """The text of a setup-error record ({"error": TEXT} and nothing else), or None."""
+    if len(line) > RESULT_LIMIT:
+        return None
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    if type(record) is dict and list(record) == ["error"] and type(record["error"]) is str:
+        return record["error"]
+    return None
 
 
 def _describe_exit(exit_code: int, phase: str | None, stderr: str) -> str:
