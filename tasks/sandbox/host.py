@@ -133,30 +133,43 @@ def _view(python: str) -> tuple[str, ...]:
     return tuple(system + sorted({p for p in own if p.startswith("/") and not inside(os.path.realpath(p))}))
 
 
-def _slot_cpu_cgroup(iso: Isolation, uid: int | None) -> str | None:
+def _slot_cpu_cgroup(iso: Isolation, uid: int | None, known: dict | None = None) -> str | None:
     """The CPU group of a uid slot, made on first use with the default share: what a program
-    runs in, and the harness's own processes, each get their share of the CPU beside it."""
+    runs in, and the harness's own processes, each get their share of the CPU beside it. `known`:
+    what this holder of the slot has set up already (a worker holds its slot for its life)."""
     if iso.cpu_cgroup is None or uid is None:
         return None
     path = os.path.join(iso.cpu_cgroup, f"rlvr-sandbox-{uid}")
+    if known is not None and path in known:
+        return path
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         log.warning("sandbox: no CPU group for uid %s (%r)", uid, exc)
         return None
+    if known is not None:
+        known[path] = True
     return path
 
 
-def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int) -> str | None:
+def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int, known: dict | None = None) -> str | None:
     """The memory cgroup of a uid slot, made on first use, limited to `limit_mb` (swap included,
     where the kernel accounts it) for this run. Kept between runs: once a run's processes are
-    gone and its tmpfs freed, it holds nothing."""
+    gone and its tmpfs freed, it holds nothing. `known`: the limits this holder of the slot has
+    set already (a worker holds its slot for its life: the limit is written when it changes)."""
     if iso.memory_cgroup is None or uid is None:
         return None
     path = os.path.join(iso.memory_cgroup, f"rlvr-sandbox-{uid}")
+    if known is not None and known.get(path) == limit_mb:
+        return path
     limit = str(limit_mb << 20)
     try:
         os.makedirs(path, exist_ok=True)
+        with contextlib.suppress(OSError), open(os.path.join(path, "memory.limit_in_bytes")) as f:
+            if int(f.read()) == limit_mb << 20:  # as the last holder of the slot left it
+                if known is not None:
+                    known[path] = limit_mb
+                return path
         # memsw must stay >= the limit: raise it first, set the limit, then lower it to match
         for name in ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
             with contextlib.suppress(OSError), open(os.path.join(path, name), "w") as f:
@@ -167,6 +180,8 @@ def _slot_cgroup(iso: Isolation, uid: int | None, limit_mb: int) -> str | None:
     except (OSError, ValueError) as exc:
         log.warning("sandbox: no memory cgroup for uid %s (%r)", uid, exc)
         return None
+    if known is not None:
+        known[path] = limit_mb
     return path
 
 
@@ -267,6 +282,7 @@ def _job(
     file_size_mb: int,
     nproc: int,
     prompt: str | None = None,
+    known: dict | None = None,
 ) -> tuple[dict, dict]:
     """A run's description in its two parts (the same for both paths, `layout.py` says why): the
     public part, which the sandbox's processes read (limits, namespaces, view, uid), and the
@@ -275,8 +291,8 @@ def _job(
     public = {
         "seccomp": bpf.hex() if bpf is not None else None,
         "tmp_mb": file_size_mb,
-        "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb),
-        "cpu_cgroup": _slot_cpu_cgroup(iso, uid),
+        "cgroup": _slot_cgroup(iso, uid, memory_mb + file_size_mb, known),
+        "cpu_cgroup": _slot_cpu_cgroup(iso, uid, known),
         "view": list(iso.view) if "mount" in iso.unshare else None,
         "unshare": list(iso.unshare),
         "uid": uid,

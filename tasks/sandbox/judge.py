@@ -110,18 +110,28 @@ class CandidateGone(BaseException):
     BaseException, so that a test's `except Exception` cannot take it for a wrong answer."""
 
 
-def _describe(exc, tests_lines, conditions, extract_tb):
+def _frames(tb):
+    """(file name, line number) of each frame of a traceback, outermost first: what the judge
+    needs of `traceback.extract_tb`, without importing it (and linecache, tokenize) in every run."""
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return frames
+
+
+def _describe(exc, tests_lines, conditions):
     """(kind, message) for an exception that ended the tests. A failed assert in the tests is
     named by its condition and message (`tasks.sandbox.failed_test_feedback` builds the same text):
     that names the first failing test. Other exceptions by their class and the test line only:
     their text may hold a value the program chose (int("...") quotes its argument)."""
     if isinstance(exc, CandidateGone):
         return "exit", str(exc.args[0])
-    entries = extract_tb(exc.__traceback__)
-    in_tests = [e for e in entries if e.filename == "<tests>"]
-    test_line = _line(tests_lines, in_tests[-1].lineno) if in_tests else ""
-    if isinstance(exc, AssertionError) and entries and entries[-1].filename == "<tests>":
-        condition = conditions.get(entries[-1].lineno)
+    entries = _frames(exc.__traceback__)
+    in_tests = [line for name, line in entries if name == "<tests>"]
+    test_line = _line(tests_lines, in_tests[-1]) if in_tests else ""
+    if isinstance(exc, AssertionError) and entries and entries[-1][0] == "<tests>":
+        condition = conditions.get(entries[-1][1])
         what = f"assert {condition}" if condition else test_line
         try:
             text = str(exc)[:MESSAGE_LIMIT]  # the tests' own message
@@ -151,9 +161,7 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
     result pipe. When this process exits, the kernel kills whatever else is left of the run."""
     import builtins
     import errno
-    import importlib
     import marshal
-    import traceback
 
     _apply_rlimits({k: v for k, v in job["rlimits"].items() if k in ("cpu", "as", "core")})
     _libc_call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # the candidate (same uid without root) cannot read our memory
@@ -378,7 +386,7 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
             if kind == "function":
                 namespace[name] = proxy_for(name)
             elif kind == "module" and _decode(entry[2]) in SAFE_MODULES:
-                namespace[name] = importlib.import_module(_decode(entry[2]))
+                namespace[name] = __import__(_decode(entry[2]))  # a top-level module: SAFE_MODULES
             elif kind == "data":
                 namespace[name] = _decode(entry[2])
         except (NotPlain, RecursionError, IndexError, KeyError, TypeError):
@@ -390,7 +398,7 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
         finish(1, fail="memory", message="memory limit exceeded (in the tests)")
     except BaseException as exc:  # noqa: BLE001 - whatever ended the tests is a failure
         try:
-            kind, message = _describe(exc, tests_lines, conditions, traceback.extract_tb)
+            kind, message = _describe(exc, tests_lines, conditions)
         except BaseException:  # noqa: BLE001
             kind, message = "error", "the tests failed (their exception could not be described)"
         finish(1, fail=kind, message=message[:MESSAGE_LIMIT])

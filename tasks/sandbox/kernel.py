@@ -103,48 +103,35 @@ def _mount_view(paths, workdir):
     counters carry data from run to run). Returns the root."""
     import ctypes
 
-    def bind(source, target, flags):
-        _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
-        remount = MS_REMOUNT | MS_BIND | flags
-        try:
-            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount | MS_NOATIME), None)
-        except OSError:  # a user namespace may not change a mount's locked atime flags
-            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount), None)
-
-    def place(path, directory):
-        inside = VIEW_ROOT + path
-        os.makedirs(os.path.dirname(inside), exist_ok=True)
-        if directory:
-            os.makedirs(inside, exist_ok=True)
-        else:
-            os.close(os.open(inside, os.O_CREAT | os.O_WRONLY, 0o644))
-        return inside
-
     os.mkdir(VIEW_ROOT, 0o755)
     _libc_call(
         "mount", b"tmpfs", VIEW_ROOT.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), b"size=1m,mode=755"
     )
-    for path in paths:
-        if os.path.islink(path):
-            os.makedirs(os.path.dirname(VIEW_ROOT + path), exist_ok=True)
-            os.symlink(os.readlink(path), VIEW_ROOT + path)
-        elif os.path.exists(path):
-            bind(path, place(path, os.path.isdir(path)), MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for name in DEVICES:
-        bind("/dev/" + name, place("/dev/" + name, False), MS_NOSUID | MS_NOEXEC)
-    for name, target in (
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ):
-        os.symlink(target, VIEW_ROOT + "/dev/" + name)
-    bind("/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for directory in ("/tmp", *PRIVATE_DIRS):
-        if os.path.isdir(directory) and not os.path.islink(directory):
-            bind(directory, place(directory, True), MS_NOSUID | MS_NODEV)
+    steps = list(_view_plan(tuple(paths)))
     if not any(workdir == d or workdir.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS)):
-        bind(workdir, place(workdir, True), MS_NOSUID | MS_NODEV)  # a working directory elsewhere (tmp_root)
+        # a working directory elsewhere (tmp_root)
+        parts = workdir.strip("/").split("/")
+        made = {step[1] for step in steps if step[0] == "dir"}
+        for i in range(1, len(parts) + 1):
+            inside = VIEW_ROOT + "/" + "/".join(parts[:i])
+            if inside not in made:
+                steps.append(("dir", inside))
+        steps.append(("bind", workdir, VIEW_ROOT + workdir, MS_NOSUID | MS_NODEV))
+    for step in steps:
+        if step[0] == "dir":
+            os.mkdir(step[1], 0o755)
+        elif step[0] == "file":
+            os.close(os.open(step[1], os.O_CREAT | os.O_WRONLY, 0o644))
+        elif step[0] == "symlink":
+            os.symlink(step[1], step[2])
+        else:
+            _, source, target, flags = step
+            _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
+            remount = MS_REMOUNT | MS_BIND | flags
+            try:
+                _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount | MS_NOATIME), None)
+            except OSError:  # a user namespace may not change a mount's locked atime flags
+                _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount), None)
     _libc_call(
         "mount",
         None,
@@ -154,6 +141,56 @@ def _mount_view(paths, workdir):
         b"size=1m,mode=755",
     )
     return VIEW_ROOT
+
+
+_view_plans = {}
+
+
+def _view_plan(paths):
+    """The steps that build the view of `paths` in a fresh VIEW_ROOT: ("dir", PATH), ("file",
+    PATH), ("symlink", TARGET, PATH) or ("bind", SOURCE, TARGET, FLAGS), in order. Worked out
+    once per process from what the host has (a worker's jobs fork from it)."""
+    if paths in _view_plans:
+        return _view_plans[paths]
+    steps, made = [], {VIEW_ROOT}
+
+    def parents(inside):
+        missing = []
+        parent = os.path.dirname(inside)
+        while parent not in made:
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for directory in reversed(missing):
+            steps.append(("dir", directory))
+            made.add(directory)
+
+    def place(path, directory):
+        inside = VIEW_ROOT + path
+        parents(inside)
+        if directory:
+            if inside not in made:
+                steps.append(("dir", inside))
+                made.add(inside)
+        else:
+            steps.append(("file", inside))
+        return inside
+
+    for path in paths:
+        if os.path.islink(path):
+            parents(VIEW_ROOT + path)
+            steps.append(("symlink", os.readlink(path), VIEW_ROOT + path))
+        elif os.path.exists(path):
+            steps.append(("bind", path, place(path, os.path.isdir(path)), MS_RDONLY | MS_NOSUID | MS_NODEV))
+    for name in DEVICES:
+        steps.append(("bind", "/dev/" + name, place("/dev/" + name, False), MS_NOSUID | MS_NOEXEC))
+    for name, target in (("fd", "fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
+        steps.append(("symlink", "/proc/self/" + target, VIEW_ROOT + "/dev/" + name))
+    steps.append(("bind", "/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC))
+    for directory in ("/tmp", *PRIVATE_DIRS):
+        if os.path.isdir(directory) and not os.path.islink(directory):
+            steps.append(("bind", directory, place(directory, True), MS_NOSUID | MS_NODEV))
+    _view_plans[paths] = tuple(steps)
+    return _view_plans[paths]
 
 
 def _die_with_parent(expected_parent):

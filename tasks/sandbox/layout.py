@@ -4,7 +4,7 @@ Started through `start.py` (so that this file's compiled form is cached) with a 
 environment, the working directory as cwd and standard library only (-S keeps site-packages, and
 with them the harness's own code, out of the sandbox):
 
-    start.py run PUBLIC_JSON SECRET_FD RESULT_FD   one run (the per-run path), in a new session
+    start.py run PUBLIC_JSON SECRET_FD RESULT_FD GO_FD   one run (the per-run path), in a new session
     start.py serve CONFIG_JSON                     a worker of the batched path (`serve`)
     start.py probe NAMESPACES                      exit 0 if the kernel lets us enter them
 
@@ -65,6 +65,7 @@ from rlvr_sandbox.kernel import (
     _mount_private_tmp,
     _mount_view,
     _unshare,
+    _view_plan,
 )
 
 
@@ -157,16 +158,22 @@ def _wait_and_exit(child):
     os._exit(_exit_code(os.waitpid(child, 0)[1]))
 
 
-def run(public_json, secret_fd, fd):
+def run(public_json, secret_fd, fd, go_fd):
     # The harness stops a run with SIGTERM to this process: we SIGKILL pid 1 and reap it. pid 1's
     # exit completes only once every process of its namespace is gone, so when we exit the run
     # is over, with no process left to race the harness's cleanup.
     init = []
     signal.signal(signal.SIGTERM, lambda *_: os.kill(init[0], signal.SIGKILL) if init else os._exit(124))
     job = json.loads(public_json)
+    import gc
+
+    gc.freeze()  # what is loaded now stays out of every collection: the forks copy less of it
     try:
         _die_with_parent(job["harness_pid"])
-        _join_cgroups(job["cgroup"], job["cpu_cgroup"])
+        # the harness moves us into the slot's cgroups meanwhile, and says so (nothing on EOF: it is gone)
+        if os.read(go_fd, 1) != b"1":
+            os._exit(70)
+        os.close(go_fd)
         _unshare(job["unshare"])
         # Without a PID namespace or a private uid the candidate could otherwise read our
         # descriptors (the result pipe) through /proc; pid 1 and the judge inherit this.
@@ -224,10 +231,8 @@ def serve(config_json):
         _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a job's pid 1 whose J died is ours to reap
         import ast  # noqa: F401 - preloaded: each job's judge needs them
         import errno  # noqa: F401
-        import importlib  # noqa: F401
         import marshal  # noqa: F401
         import time  # noqa: F401
-        import traceback  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any failure here is the sandbox's
         channel.send(json.dumps({"error": f"sandbox setup failed: {exc!r}"}).encode())
         os._exit(70)
@@ -247,6 +252,8 @@ def serve(config_json):
             for fd in fds:
                 os.close(fd)
             continue
+        if job.get("view") is not None:
+            _view_plan(tuple(job["view"]))  # worked out here once: every job's pid 1 forks from us
         try:
             exit_code = _serve_job(job, fds, channel, config["uid"])
         except Exception as exc:  # noqa: BLE001 - the harness replaces a worker that reports this
@@ -446,4 +453,4 @@ def main(argv):
     elif argv[0] == "serve":
         serve(argv[1])
     else:
-        run(argv[1], int(argv[2]), int(argv[3]))
+        run(argv[1], int(argv[2]), int(argv[3]), int(argv[4]))

@@ -168,13 +168,14 @@ class _Worker:
         self._stack = contextlib.ExitStack()
         self.uid = self._stack.enter_context(_uid_slot())
         self._messages: list[dict] = []
+        self._known: dict = {}  # the slot's cgroups as this worker set them up
         self.dead = False
         try:
             config = {
                 "unshare": [n for n in iso.unshare if n not in self.job_unshare],
                 "uid": self.uid,
-                "cgroup": _slot_cgroup(iso, self.uid, 512 + 64),  # each job sets its own limit
-                "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid),
+                "cgroup": _slot_cgroup(iso, self.uid, 512 + 64, self._known),  # each job sets its own limit
+                "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid, self._known),
             }
             self._channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
@@ -217,7 +218,7 @@ class _Worker:
         start = time.monotonic()
         workdir = _make_workdir(self.uid, tmp_root)
         public, secret = _job(
-            self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes, prompt
+            self.iso, program, tests, self.uid, timeout_s, memory_mb, file_size_mb, max_processes, prompt, self._known
         )
         public.update(
             unshare=self.job_unshare,

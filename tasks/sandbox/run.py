@@ -84,21 +84,46 @@ def _supervise(
     """Start the layout (`layout.run`), collect its pipes until it is done or the deadline passes,
     kill its process group (taking the PID namespace with it), and judge."""
     result_r, result_w = os.pipe()
+    go_r, go_w = os.pipe()
     stack.callback(os.close, result_r)
+    stack.callback(os.close, go_w)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
-            [iso.python, "-S", "-s", "-P", "-B", str(LAYOUT), "run", json.dumps(public), str(secret_fd), str(result_w)],
+            [
+                iso.python,
+                "-S",
+                "-s",
+                "-P",
+                "-B",
+                str(LAYOUT),
+                "run",
+                json.dumps(public),
+                str(secret_fd),
+                str(result_w),
+                str(go_r),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(secret_fd, result_w),
+            pass_fds=(secret_fd, result_w, go_r),
             cwd=workdir,
             env=_base_env(workdir),
             start_new_session=True,
         )
     finally:
         os.close(result_w)
+        os.close(go_r)
+    # Moving a process into a cgroup waits for the kernel (an RCU grace period, ~10 ms): done here
+    # while the layout's interpreter starts, which waits for the word before it forks anything.
+    for cgroup in filter(None, (public["cgroup"], public["cpu_cgroup"])):
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(proc.pid))
+        except OSError as exc:
+            _stop(proc)
+            raise SandboxError(f"sandbox setup failed: could not move the run into {cgroup} ({exc!r})") from exc
+    os.write(go_w, b"1")
     with proc:
         assert proc.stdout is not None and proc.stderr is not None
         pipes = (proc.stdout.fileno(), proc.stderr.fileno(), result_r)
