@@ -54,6 +54,20 @@ def _unshare(names):
                 f.write(text)
 
 
+NAMESPACE_FILES = {"mount": "mnt", "ipc": "ipc", "pid": "pid", "net": "net", "user": "user"}
+
+
+def _namespaces(names):
+    """{name: a descriptor of this process's namespace of that kind}, to come back to (`_enter`)."""
+    return {name: os.open(f"/proc/self/ns/{NAMESPACE_FILES[name]}", os.O_RDONLY) for name in names}
+
+
+def _enter(namespaces):
+    """Enter the namespaces `_namespaces` returned (for "pid": the one our children are born in)."""
+    for name, fd in namespaces.items():
+        _libc_call("setns", fd, CLONE_FLAGS[name])
+
+
 def _mount_private_proc():
     """A /proc of the new PID namespace: the sandbox sees only its own processes, not the
     harness's command lines or (same-uid) environments."""

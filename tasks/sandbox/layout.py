@@ -57,6 +57,7 @@ from rlvr_sandbox.kernel import (
     _apply_rlimits,
     _die_with_parent,
     _drop_capabilities,
+    _enter,
     _exit_code,
     _join_cgroups,
     _libc_call,
@@ -64,6 +65,7 @@ from rlvr_sandbox.kernel import (
     _mount_private_proc,
     _mount_private_tmp,
     _mount_view,
+    _namespaces,
     _unshare,
     _view_plan,
 )
@@ -205,15 +207,15 @@ def serve(config_json):
     preload what every job needs, then run the jobs the harness sends on the channel (a
     SOCK_SEQPACKET socket on fd 0), one at a time. A job is its public part (JSON) with four
     descriptors: the job's stdout, stderr and result pipes, and its secret part. The worker never
-    reads what flows through them (the harness collects the pipes): it forks J and, once J has exited, or the harness said {"kill": true}, kills the job's
-    process group, reaps everything, removes the job's files, kills what is left of its uid, and
-    answers {"done": EXIT_CODE}. Per job:
+    reads what flows through them (the harness collects the pipes): it enters the job's new
+    namespaces, forks the job's pid 1 into them and returns to its own; once pid 1 has exited, or
+    the harness said {"kill": true}, it kills the job's process group, reaps everything, removes
+    the job's files, and answers {"done": EXIT_CODE}. Per job:
 
-        worker     root                              fork J, wait, clean up
-        J          root, own process group           unshare(net, pid, mount, ipc), fork, wait, exit
-        pid 1      init of the job's PID namespace   as `_init`
+        worker     root                              unshare(net, pid, mount, ipc), fork, setns back,
+                                                     wait, clean up
+        pid 1      the judge, as `_init`             own process group; view; fork the candidate
         candidate  pid 2, untrusted                  as `_start_candidate`
-        judge      pid 3, trusted                    as `judge._run_judge`
 
     The worker exits when the channel closes (the harness exited or closed the pool), even mid-job.
     """
@@ -228,7 +230,8 @@ def serve(config_json):
     try:
         _join_cgroups(config["cgroup"], config["cpu_cgroup"])
         _unshare(config["unshare"])
-        _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # a job's pid 1 whose J died is ours to reap
+        _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # what a job's pid 1 leaves is ours to reap
+        home = _namespaces(config["job_unshare"])  # to come back to after each job's fork
         import ast  # noqa: F401 - preloaded: each job's judge needs them
         import errno  # noqa: F401
         import marshal  # noqa: F401
@@ -255,7 +258,7 @@ def serve(config_json):
         if job.get("view") is not None:
             _view_plan(tuple(job["view"]))  # worked out here once: every job's pid 1 forks from us
         try:
-            exit_code = _serve_job(job, fds, channel, config["uid"])
+            exit_code = _serve_job(job, fds, channel, config["uid"], home)
         except Exception as exc:  # noqa: BLE001 - the harness replaces a worker that reports this
             channel.send(json.dumps({"fatal": repr(exc)}).encode())
             os._exit(70)
@@ -264,45 +267,43 @@ def serve(config_json):
         channel.send(json.dumps({"done": exit_code}).encode())
 
 
-def _serve_job(job, fds, channel, uid):
-    """Run one job to its end; its exit status, or None if the harness went away meanwhile."""
+def _serve_job(job, fds, channel, uid, home):
+    """Run one job to its end; its exit status, or None if the harness went away meanwhile. The
+    worker enters the job's new namespaces itself, forks the job's pid 1 into them, and goes back
+    to its own (`home`): no process between the worker and pid 1."""
     stdout_w, stderr_w, result_w, secret_fd = fds
-    worker_pid = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setpgid(0, 0)  # the worker's killpg reaches J and pid 1, never itself
-            _die_with_parent(worker_pid)
-            os.dup2(stdout_w, 1)
-            os.dup2(stderr_w, 2)
-            for name in os.listdir("/proc/self/fd"):  # the channel, the other jobs' nothing
-                if int(name) not in (0, 1, 2, result_w, secret_fd):
-                    try:
-                        os.close(int(name))
-                    except OSError:
-                        pass
-            os.chdir(job["workdir"])
-            os.environ.clear()
-            os.environ.update(job["env"])
-            _unshare(job["unshare"])
-            alive_r, alive_w = os.pipe()
-            child = os.fork()
-            if child == 0:
-                os.close(alive_w)
+    alive_r, alive_w = os.pipe()  # held open here until the job is over: pid 1 sees EOF if we die
+    _unshare(job["unshare"])
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setpgid(0, 0)  # the worker's killpg reaches pid 1, never itself
+                os.dup2(stdout_w, 1)
+                os.dup2(stderr_w, 2)
+                for name in os.listdir("/proc/self/fd"):  # the channel, the other jobs' nothing
+                    if int(name) not in (0, 1, 2, result_w, secret_fd, alive_r):
+                        try:
+                            os.close(int(name))
+                        except OSError:
+                            pass
+                os.chdir(job["workdir"])
+                os.environ.clear()
+                os.environ.update(job["env"])
                 _init(job, secret_fd, result_w, None, alive_r)
-            os.close(alive_r)
-            os.close(secret_fd)
-            _wait_and_exit(child)
-        except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
-            _setup_failed(result_w, exc)
+            except BaseException as exc:  # noqa: BLE001 - any failure here is the sandbox's, not the program's
+                _setup_failed(result_w, exc)
+    finally:
+        _enter(home)
     try:
         os.setpgid(pid, pid)  # both sides set it: whichever runs first
     except OSError:
         pass
-    for fd in fds:
+    for fd in (*fds, alive_r):
         os.close(fd)
     harness_gone = _wait_for_end(pid, channel)
     exit_code = _end_job(pid)
+    os.close(alive_w)
     if not ("mount" in job["unshare"] and "pid" in job["unshare"] and _removed(job["workdir"])):
         _clean_up(uid, job["workdir"], job["leftover_dirs"])
     return None if harness_gone else exit_code

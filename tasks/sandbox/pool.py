@@ -173,6 +173,7 @@ class _Worker:
         try:
             config = {
                 "unshare": [n for n in iso.unshare if n not in self.job_unshare],
+                "job_unshare": self.job_unshare,
                 "uid": self.uid,
                 "cgroup": _slot_cgroup(iso, self.uid, 512 + 64, self._known),  # each job sets its own limit
                 "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid, self._known),
