@@ -321,7 +321,7 @@ def _removed(workdir):
 
 
 def _wait_for_end(pid, channel):
-    """Until J exits or the harness says kill; True if the harness closed the channel."""
+    """Until the job's pid 1 exits or the harness says kill; True if the harness closed the channel."""
     import socket
 
     pidfd = os.pidfd_open(pid)
@@ -345,14 +345,13 @@ def _wait_for_end(pid, channel):
 
 
 def _end_job(pid):
-    """SIGKILL the job's process group (J and pid 1; pid 1's death empties its PID namespace),
-    reap J, then reap every other child we have (pid 1, if J died first and it was reparented to
-    us, the subreaper) until none is left: then no process of the job exists. Returns J's exit
-    status (the judge's, as `run` reports it)."""
+    """SIGKILL the job's process group (pid 1, whose death empties its PID namespace), reap it,
+    then reap every other child we have (as the subreaper) until none is left: then no process of
+    the job exists. Returns pid 1's exit status (the judge's)."""
     import time
 
     try:
-        os.killpg(pid, signal.SIGKILL)  # J is unreaped, so its pid (the group id) is still ours
+        os.killpg(pid, signal.SIGKILL)  # pid 1 is unreaped, so its pid (the group id) is still ours
     except (ProcessLookupError, PermissionError):
         pass
     exit_code = _exit_code(os.waitpid(pid, 0)[1])
