@@ -37,6 +37,8 @@ EVALUATE = ["tests/test_evaluate.py"]
 LORA = ["tests/test_lora.py"]
 NODES = ["tests/test_multinode.py"]
 LOGGERS = ["tests/test_loggers.py"]
+ROUND_TWO = ["tests/test_sandbox_attacks.py"]
+UNJUDGED = ["tests/test_unjudged.py", "tests/test_alfworld_task.py"]
 
 # (name, file, old text, new text, the tests that concern it)
 MUTANTS = [
@@ -622,6 +624,56 @@ MUTANTS = [
         "            logger.experiment.finish()\n",
         "            pass\n",
         LOGGERS,
+    ),
+    # the sandbox's second round: state across runs, the host's files, CPU, unjudged verdicts
+    (
+        "view: host paths bound writable",
+        "tasks/sandbox/kernel.py",
+        'steps.append(("bind", path, place(path, os.path.isdir(path)), MS_RDONLY | MS_NOSUID | MS_NODEV))',
+        'steps.append(("bind", path, place(path, os.path.isdir(path)), MS_NOSUID | MS_NODEV))',
+        ROUND_TWO,
+    ),
+    (
+        "view: the candidate not chrooted",
+        "tasks/sandbox/layout.py",
+        '            os.chroot(job["view_root"])',
+        "            pass",
+        ROUND_TWO,
+    ),
+    (
+        "worker: one network namespace for all its jobs",
+        "tasks/sandbox/pool.py",
+        'JOB_NAMESPACES = ("net", "pid", "mount")',
+        'JOB_NAMESPACES = ("pid", "mount")',
+        ROUND_TWO,
+    ),
+    (
+        "cpu: no CPU group for a slot",
+        "tasks/sandbox/host.py",
+        '        "cpu_cgroup": _cgroup_root(CPU_CGROUP_V1, "cpu.shares") if root else None,',
+        '        "cpu_cgroup": None,',
+        ROUND_TWO,
+    ),
+    (
+        "unjudged: only the unjudged rollout left out, not its group",
+        "rollout/batch.py",
+        "whole = self.judged.view(-1, group_size).all(-1).repeat_interleave(group_size)",
+        "whole = self.judged",
+        UNJUDGED,
+    ),
+    (
+        "unjudged: the baseline learns from every rollout",
+        "algorithms/hp_rlvr.py",
+        "judged_ids = [i for ids, _, ok in gathered for i, keep in zip(ids, ok.tolist()) if keep]",
+        "judged_ids = [i for ids, _, ok in gathered for i in ids]; gathered = [(a, b, torch.ones_like(c)) for a, b, c in gathered]",
+        UNJUDGED,
+    ),
+    (
+        "unjudged: a failed game judged as lost",
+        "tasks/alfworld/task.py",
+        "                if isinstance(result, FailedStep):\n",
+        "                if False:\n",
+        UNJUDGED,
     ),
 ]
 

@@ -390,33 +390,45 @@ def test_network_counters_start_from_zero_in_every_run(contained):  # noqa: F811
 def test_reading_a_host_file_changes_nothing_a_later_run_can_see(contained):  # noqa: F811
     """Class 4: a read updated the file's access time (relatime: once it is older than the file's
     change), which a later run, or another harness, reads back. The host's files are seen through
-    mounts that no read changes."""
+    mounts that no read changes: read-only (a device's reads set no access time)."""
     probe = f"/usr/lib/rlvr-atime-probe-{uuid.uuid4().hex}"
     with open(probe, "w") as f:
         f.write("data\n")
+    device = os.stat("/dev/zero")
     try:
         os.chmod(probe, 0o644)
-        st = os.stat(probe)
-        os.utime(probe, ns=(st.st_mtime_ns - 10**11, st.st_mtime_ns))  # access time before the change
-        before = os.stat(probe).st_atime_ns
-        program = f"def f():\n    try:\n        return open({probe!r}).read()\n    except OSError:\n        return ''\n"
-        contained(program, "f()\n")
-        assert os.stat(probe).st_atime_ns == before
+        for path in (probe, "/dev/zero"):
+            st = os.stat(path)
+            os.utime(path, ns=(st.st_mtime_ns - 10**11, st.st_mtime_ns))  # access time before the change
+        before = [os.stat(path).st_atime_ns for path in (probe, "/dev/zero")]
+        program = (
+            "def f():\n    try:\n"
+            f"        return open({probe!r}).read() + str(len(open('/dev/zero', 'rb').read(8)))\n"
+            "    except OSError:\n        return ''\n"
+        )
+        assert contained(program, "assert f() == 'data\\n8'\n").verdict.reward == 1.0
+        assert [os.stat(path).st_atime_ns for path in (probe, "/dev/zero")] == before
     finally:
         os.unlink(probe)
+        os.utime("/dev/zero", ns=(device.st_atime_ns, device.st_mtime_ns))
 
 
 HOST_PATHS = [
-    CHECKOUT,
-    os.path.dirname(CHECKOUT),
-    "/home",
-    "/root",
-    "/opt",
-    "/srv",
-    "/mnt",
-    "/var/lib",
-    "/sys",
-    "/boot",
+    path
+    for path in (
+        CHECKOUT,
+        os.path.dirname(CHECKOUT),
+        "/home",
+        "/root",
+        "/opt",
+        "/srv",
+        "/mnt",
+        "/var/lib",
+        "/sys",
+        "/boot",
+    )
+    # the program's own /tmp is private; a checkout under a path the view shows (/usr/src) shows
+    if path not in ("/tmp", "/var/tmp") and not any(path == v or path.startswith(v + "/") for v in isolation().view)
 ]
 
 

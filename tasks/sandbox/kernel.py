@@ -103,7 +103,7 @@ def _mount_private_tmp(size_mb, uid):
         os.chdir(workdir)
 
 
-MS_RDONLY, MS_REMOUNT, MS_NOATIME = 1, 32, 1024
+MS_RDONLY, MS_REMOUNT = 1, 32
 VIEW_ROOT = "/tmp/.view"  # a mount point inside the private tmpfs (the view's own /tmp does not show it)
 DEVICES = ("null", "zero", "full", "random", "urandom")
 
@@ -111,7 +111,8 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 def _mount_view(paths, workdir):
     """The candidate's whole filesystem, as a tree under VIEW_ROOT to chroot into: `paths` of the
     host (the interpreter, its standard library and shared libraries; symlinks copied as symlinks)
-    bound read-only and without access times, so that no read changes what a later run sees; a
+    bound read-only, so that no read changes what a later run sees (a read-only mount updates no
+    access time; reads of the devices set none either); a
     few devices; this namespace's /proc; the private /tmp and its binds; the working directory.
     Nothing else: not the project, the data beside it, home directories or /sys (where a cgroup's
     counters carry data from run to run). Returns the root."""
@@ -141,11 +142,7 @@ def _mount_view(paths, workdir):
         else:
             _, source, target, flags = step
             _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
-            remount = MS_REMOUNT | MS_BIND | flags
-            try:
-                _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount | MS_NOATIME), None)
-            except OSError:  # a user namespace may not change a mount's locked atime flags
-                _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(remount), None)
+            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | flags), None)
     _libc_call(
         "mount",
         None,
