@@ -12,7 +12,7 @@ import random
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, ClassVar, Sequence
+from typing import Annotated, Any, ClassVar, Sequence, get_type_hints
 
 import lightning as L
 import numpy as np
@@ -26,6 +26,16 @@ from rollout.batch import Rollouts, concatenate
 from rollout.decoding import RolloutEngine, SamplingArgs
 from rollout.lora import adapters_disabled, has_adapters
 from rollout.memory import peak_mb, reset_peak
+from rollout.ranges import (
+    Distinct,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Range,
+    check_fields,
+    violation,
+)
 from rollout.scoring import masked_mean, sequence_logprobs
 from rollout.sharding import FSDP2, gathered, is_sharded
 from tasks.base import Problem, Task
@@ -33,32 +43,34 @@ from tasks.base import Problem, Task
 
 @dataclass
 class OptimArgs:
-    lr: float = 5e-5
-    warmup_steps: int = 10
+    lr: PositiveFloat = 5e-5
+    warmup_steps: NonNegativeInt = 10
     """Linear warm-up of the learning rate over the first RL steps."""
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    weight_decay: NonNegativeFloat = 0.0
+    max_grad_norm: PositiveFloat = 1.0
     """Clip threshold of the policy's gradient, and separately of a critic's. The recorded
     `grad_norm` is the policy's total norm before clipping (`critic/grad_norm` the critic's)."""
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 @dataclass
 class EvalArgs:
-    every: int = 25
+    every: PositiveInt = 25
     """Greedy pass@1 on the held-out set at step 0, every `every` steps and at the last step."""
-    limit: int | None = None
+    limit: PositiveInt | None = None
     """Evaluate on the first `limit` held-out problems only (None: all)."""
-    batch_size: int = 500
-    samples: int = 0
+    batch_size: PositiveInt = 500
+    samples: NonNegativeInt = 0
     """Beside greedy pass@1: n completions of each held-out problem at the sampling settings,
     for the unbiased pass@k estimate (0: none). They are drawn from an RNG of their own, seeded
     by the step, so training samples the same whatever this is."""
-    pass_at: list[int] = field(default_factory=lambda: [1])
+    pass_at: Annotated[list[PositiveInt], Distinct()] = field(default_factory=lambda: [1])
     """The k of `pass@k`, each at most `samples`."""
 
     def __post_init__(self):
-        if self.samples < 0:
-            raise ValueError(f"samples: must be >= 0 (got {self.samples})")
+        check_fields(self)
         if self.samples and any(not 1 <= k <= self.samples for k in self.pass_at):
             raise ValueError(f"pass_at: every k must be in [1, samples = {self.samples}] (got {self.pass_at})")
 
@@ -80,13 +92,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass
 class Schedule:
-    steps: int = 100
-    prompts_per_step: int = 16
-    prompt_pool: int | None = None
+    steps: PositiveInt = 100
+    prompts_per_step: PositiveInt = 16
+    prompt_pool: PositiveInt | None = None
     """RL draws its prompts from the first `prompt_pool` training problems (None: all of them).
     A pool smaller than steps x prompts_per_step makes prompts recur, as epochs over a
     fixed dataset do: what HP-RLVR's per-prompt historical baseline needs to be more than the
     task-wide mean. The warm start still sees every training problem."""
+
+    def __post_init__(self):
+        check_fields(self)
+
+
+GroupSize = Annotated[int, Range(2)]
+"""Rollouts per prompt of a group-baseline algorithm: a group's baseline needs two."""
 
 
 STAGES = ("sample", "verify", "credit", "update")
@@ -151,8 +170,17 @@ class RLVRModule(L.LightningModule):
     @classmethod
     def check_args(cls, args: dict[str, Any]) -> None:
         """Refuse values of the algorithm's own arguments (`init_args`, less the suite's settings)
-        out of range, before anything runs: raise ValueError("name: what is wrong"). The types
-        were already checked against the constructor's annotations."""
+        out of range, before anything runs: raise ValueError("name: what is wrong"). Here: the
+        ranges its constructor declares (`group_size: GroupSize`); a subclass adds what those
+        cannot say. The types were already checked against the same annotations."""
+        try:
+            hints = get_type_hints(cls.__init__, include_extras=True)
+        except NameError:  # a type-checking-only annotation
+            hints = {}
+        for key, value in args.items():
+            wrong = violation(hints[key], value) if key in hints else None
+            if wrong:
+                raise ValueError(f"{key}: {wrong}")
 
     @classmethod
     def check_task(cls, task: type[Task], args: dict[str, Any]) -> None:

@@ -26,9 +26,11 @@ import random
 import torch
 from torch import Tensor
 
+from algorithms.base import GroupSize
 from algorithms.grpo import GRPO, group_advantages
 from rollout import distributed
 from rollout.batch import Problem, Rollouts, concatenate
+from rollout.ranges import NonNegativeFloat, NonNegativeInt, PositiveFloat
 
 
 def overlong_penalty(lengths: Tensor, max_tokens: int, buffer: int, penalty: float = 1.0) -> Tensor:
@@ -44,12 +46,12 @@ class DAPO(GRPO):
 
     def __init__(
         self,
-        group_size: int = 8,
+        group_size: GroupSize = 8,
         scale_by_std: bool = True,
-        eps: float = 1e-4,
-        max_refills: int = 3,
-        overlong_buffer: int | None = None,
-        overlong_penalty: float = 1.0,
+        eps: PositiveFloat = 1e-4,
+        max_refills: NonNegativeInt = 3,
+        overlong_buffer: NonNegativeInt | None = None,
+        overlong_penalty: NonNegativeFloat = 1.0,
         **base,
     ):
         """max_refills: rounds of dynamic sampling a step at most (0: none). overlong_buffer: the
@@ -59,18 +61,6 @@ class DAPO(GRPO):
         self.max_refills, self.overlong_penalty = max_refills, overlong_penalty
         self.overlong_buffer = self.sampling.max_new_tokens // 5 if overlong_buffer is None else overlong_buffer
         self.dynamic_sampling: dict[str, int] = {}  # this step's refills, for its record
-
-    @classmethod
-    def check_args(cls, args):
-        super().check_args(args)
-        if args.get("max_refills", 0) < 0:
-            raise ValueError(f"max_refills: must be >= 0 (got {args['max_refills']})")
-        if args.get("overlong_buffer") is not None and args["overlong_buffer"] < 0:
-            raise ValueError(
-                f"overlong_buffer: must be >= 0, or null for a fifth of max_new_tokens (got {args['overlong_buffer']})"
-            )
-        if args.get("overlong_penalty", 1.0) < 0:
-            raise ValueError(f"overlong_penalty: must be >= 0 (got {args['overlong_penalty']})")
 
     def sample(self, problems: list[Problem], timing: dict[str, float]) -> Rollouts:
         rollouts = super().sample(problems, timing)

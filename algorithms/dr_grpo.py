@@ -10,11 +10,13 @@ Checked against TRL 1.16.0's `GRPOTrainer` with `loss_type="dr_grpo"` and `scale
 
 from __future__ import annotations
 
+from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
+from rollout.ranges import PositiveFloat
 
 
 class DrGRPO(GRPO):
     update_overrides = {"loss_aggregation": "constant"}
 
-    def __init__(self, group_size: int = 8, scale_by_std: bool = False, eps: float = 1e-4, **base):
+    def __init__(self, group_size: GroupSize = 8, scale_by_std: bool = False, eps: PositiveFloat = 1e-4, **base):
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)

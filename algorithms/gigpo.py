@@ -39,8 +39,10 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
+from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
 from rollout.batch import Rollouts
+from rollout.ranges import NonNegativeFloat, PositiveFloat, UnitInterval
 from tasks.base import Task
 
 
@@ -117,11 +119,11 @@ def by_episode(flat: Sequence, states: Sequence[Sequence[str]]) -> list[list]:
 class GiGPO(GRPO):
     def __init__(
         self,
-        group_size: int = 8,
-        step_weight: float = 1.0,
-        gamma: float = 0.95,
+        group_size: GroupSize = 8,
+        step_weight: NonNegativeFloat = 1.0,
+        gamma: UnitInterval = 0.95,
         scale_by_std: bool = True,
-        eps: float = 1e-6,
+        eps: PositiveFloat = 1e-6,
         per_turn_episode_stats: bool = True,
         **base,
     ):
@@ -130,14 +132,6 @@ class GiGPO(GRPO):
         per_turn_episode_stats: the episode level's mean and std weigh episodes by their turns."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
         self.step_weight, self.gamma, self.per_turn_episode_stats = step_weight, gamma, per_turn_episode_stats
-
-    @classmethod
-    def check_args(cls, args: dict[str, Any]) -> None:
-        super().check_args(args)
-        if args.get("step_weight", 0.0) < 0:
-            raise ValueError(f"step_weight: must be >= 0 (got {args['step_weight']})")
-        if not 0 <= args.get("gamma", 1.0) <= 1:
-            raise ValueError(f"gamma: must be in [0, 1] (got {args['gamma']})")
 
     @classmethod
     def check_task(cls, task: type[Task], args: dict[str, Any]) -> None:

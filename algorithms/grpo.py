@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from algorithms.base import RLVRModule
+from algorithms.base import GroupSize, RLVRModule
 from rollout.batch import Rollouts
+from rollout.ranges import PositiveFloat
 
 
 def group_advantages(rewards: Tensor, eps: float = 1e-4, scale_by_std: bool = True) -> Tensor:
@@ -26,7 +27,7 @@ def group_advantages(rewards: Tensor, eps: float = 1e-4, scale_by_std: bool = Tr
 
 
 class GRPO(RLVRModule):
-    def __init__(self, group_size: int = 8, scale_by_std: bool = True, eps: float = 1e-4, **base):
+    def __init__(self, group_size: GroupSize = 8, scale_by_std: bool = True, eps: PositiveFloat = 1e-4, **base):
         """group_size: rollouts per prompt (G). scale_by_std: divide by the group's std (Dr. GRPO
         sets this False). eps: keeps the division finite."""
         if group_size < 2:
@@ -34,13 +35,6 @@ class GRPO(RLVRModule):
         super().__init__(**base)
         self.group_size = group_size
         self.scale_by_std, self.eps = scale_by_std, eps
-
-    @classmethod
-    def check_args(cls, args):
-        if args.get("group_size", 2) < 2:
-            raise ValueError(f"group_size: a group needs >= 2 rollouts (got {args['group_size']})")
-        if args.get("eps", 1.0) <= 0:
-            raise ValueError(f"eps: must be > 0 (got {args['eps']})")
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         per_rollout = group_advantages(rollouts.rewards.view(-1, self.group_size), self.eps, self.scale_by_std).view(

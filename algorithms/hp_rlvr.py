@@ -24,7 +24,7 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import Tensor
@@ -33,6 +33,7 @@ from algorithms.base import RLVRModule
 from rollout import distributed
 from rollout.batch import Rollouts, left_padded, position_ids
 from rollout.decoding import eval_mode
+from rollout.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, Range, UnitInterval, check_fields
 from rollout.scoring import masked_mean
 from rollout.sharding import trunk
 
@@ -61,8 +62,11 @@ class HindsightTemplate:
     feedback: str = " Verdict: "
     close: str = "\n"
     truncated: str = " ..."
-    max_future_tokens: int = 256
+    max_future_tokens: PositiveInt = 256
     """A longer future keeps its first tokens and ends with `truncated`; scored tokens are never cut."""
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 @dataclass
@@ -70,11 +74,11 @@ class BaselineArgs:
     """Per-prompt discounted Beta tracker (as in single-stream policy optimization), shrunk
     toward the task-wide running mean reward."""
 
-    discount: float = 0.9
+    discount: UnitInterval = 0.9
     """Forgetting factor of a prompt's pseudo-counts between its visits."""
-    prior_strength: float = 2.0
+    prior_strength: NonNegativeFloat = 2.0
     """Pseudo-counts of the task-wide mean in every prompt's estimate."""
-    mean_momentum: float = 0.9
+    mean_momentum: Annotated[float, Range(0, 1, high_open=True)] = 0.9
     """EMA momentum of the task-wide mean, updated once per step and bias-corrected (as Adam's
     moments are), so that after the first step it is that step's mean, not a blend with a guess."""
     initial_mean: float = 0.0
@@ -82,6 +86,9 @@ class BaselineArgs:
     first update push up successes only. A guess far above the policy's success rate (0.5 for
     a policy at 20%) gives nearly every rollout a negative advantage until the mean catches up:
     here that pushed down the sampled tokens for ~20 steps and cost 2-3 points of accuracy."""
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 # ---- Token weight: normalized Jensen-Shannon divergence between the causal and hindsight views
@@ -339,13 +346,13 @@ class HPRLVR(RLVRModule):
 
     def __init__(
         self,
-        segments: int = 4,
+        segments: PositiveInt = 4,
         weighting: Literal["hindsight", "uniform", "mean-rescaled"] = "hindsight",
         feedback: FeedbackMode = "full",
-        rescale_clip: float = 5.0,
+        rescale_clip: PositiveFloat = 5.0,
         template: HindsightTemplate | dict | None = None,
         baseline: BaselineArgs | dict | None = None,
-        scoring_tokens: int = 2048,
+        scoring_tokens: PositiveInt = 2048,
         **base,
     ):
         """segments: K, hindsight passes per rollout. weighting: 'hindsight' (w = JSD, the method),
@@ -360,14 +367,6 @@ class HPRLVR(RLVRModule):
         baseline = BaselineArgs(**baseline) if isinstance(baseline, dict) else baseline or BaselineArgs()
         self.baseline = HistoricalBaseline(baseline)
         self.scoring_tokens = scoring_tokens
-
-    @classmethod
-    def check_args(cls, args):
-        for name, low in (("segments", 1), ("scoring_tokens", 1)):
-            if args.get(name, low) < low:
-                raise ValueError(f"{name}: must be >= {low} (got {args[name]})")
-        if args.get("rescale_clip", 1.0) <= 0:
-            raise ValueError(f"rescale_clip: must be > 0 (got {args['rescale_clip']})")
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         rewards = rollouts.rewards

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from algorithms.base import RLVRModule
 from rollout.batch import Rollouts, position_ids
+from rollout.ranges import NonNegativeFloat, PositiveFloat, UnitInterval
 from rollout.scoring import logprobs_at, masked_mean
 from rollout.sharding import trunk
 
@@ -68,12 +69,12 @@ class PPO(RLVRModule):
 
     def __init__(
         self,
-        gamma: float = 1.0,
-        lam: float = 0.95,
-        value_coef: float = 0.1,
-        value_clip: float = 0.2,
+        gamma: UnitInterval = 1.0,
+        lam: UnitInterval = 0.95,
+        value_coef: NonNegativeFloat = 0.1,
+        value_clip: PositiveFloat = 0.2,
         whiten_advantages: bool = True,
-        value_lr: float | None = None,
+        value_lr: PositiveFloat | None = None,
         value_trunk_gradient: bool = True,
         **base,
     ):
@@ -120,18 +121,6 @@ class PPO(RLVRModule):
         return logprobs, torch.nn.functional.pad(values, (1, 0))
 
     # ---- stage 3: credit from the critic
-
-    @classmethod
-    def check_args(cls, args):
-        for name in ("gamma", "lam"):
-            if not 0 <= args.get(name, 1.0) <= 1:
-                raise ValueError(f"{name}: must be in [0, 1] (got {args[name]})")
-        if args.get("value_coef", 0.0) < 0:
-            raise ValueError(f"value_coef: must be >= 0 (got {args['value_coef']})")
-        if args.get("value_clip", 1.0) <= 0:
-            raise ValueError(f"value_clip: must be > 0 (got {args['value_clip']})")
-        if (args.get("value_lr") or 1.0) <= 0:
-            raise ValueError(f"value_lr: must be > 0, or null for 10x the policy's (got {args['value_lr']})")
 
     @classmethod
     def critic_on_trunk(cls, args):

@@ -19,7 +19,7 @@ import math
 
 from torch import Tensor
 
-from algorithms.base import RLVRModule
+from algorithms.base import GroupSize, RLVRModule
 from rollout import distributed
 from rollout.batch import Rollouts
 
@@ -34,15 +34,10 @@ def batch_whitened(advantages: Tensor, eligible: Tensor) -> Tensor:
 
 
 class REINFORCEPlusPlus(RLVRModule):
-    def __init__(self, group_size: int = 8, **base):
+    def __init__(self, group_size: GroupSize = 8, **base):
         """group_size: rollouts per prompt, whose mean reward is each one's baseline."""
         super().__init__(**base)
         self.group_size = group_size
-
-    @classmethod
-    def check_args(cls, args):
-        if args.get("group_size", 2) < 2:
-            raise ValueError(f"group_size: a group baseline needs >= 2 rollouts (got {args['group_size']})")
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         rewards = rollouts.rewards.view(-1, self.group_size)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from algorithms.base import RLVRModule
+from algorithms.base import GroupSize, RLVRModule
 from rollout.batch import Rollouts
 
 
@@ -30,15 +30,10 @@ def leave_one_out_advantages(rewards: Tensor) -> Tensor:
 class RLOO(RLVRModule):
     update_overrides = {"ratio_level": "sequence-product", "loss_aggregation": "sequence-mean"}
 
-    def __init__(self, group_size: int = 8, **base):
+    def __init__(self, group_size: GroupSize = 8, **base):
         """group_size: rollouts per prompt (G)."""
         super().__init__(**base)
         self.group_size = group_size
-
-    @classmethod
-    def check_args(cls, args):
-        if args.get("group_size", 2) < 2:
-            raise ValueError(f"group_size: a leave-one-out baseline needs >= 2 rollouts (got {args['group_size']})")
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         advantages = leave_one_out_advantages(rollouts.rewards.view(-1, self.group_size)).view(-1, 1)

@@ -49,10 +49,12 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
 from algorithms.hp_rlvr import next_token_hidden
 from rollout.batch import Rollouts, left_padded
 from rollout.decoding import eval_mode
+from rollout.ranges import PositiveFloat, PositiveInt, Probability, UnitInterval, check_fields
 from rollout.scoring import masked_mean, token_logprobs
 from rollout.sharding import FSDP2, is_sharded
 
@@ -63,7 +65,7 @@ PROMPT = "{prompt}"
 class Reprompt:
     """Which rollouts get a teacher context and how it reads (TRL's reprompting arguments)."""
 
-    success_reward_threshold: float = 1.0
+    success_reward_threshold: UnitInterval = 1.0
     """A rollout with at least this reward is a success, shown to the others of its group."""
     use_successful_as_teacher: bool = True
     dont_reprompt_on_self_success: bool = True
@@ -76,14 +78,11 @@ class Reprompt:
     """Must end with {prompt}: the block goes before the rollout's own prompt tokens."""
     solution_template: str = "Correct solution:\n{successful_previous_attempt}\n"
     feedback_template: str = "Feedback on your earlier attempt:\n{feedback_raw}\n"
-    max_reprompt_len: int = 10240
+    max_reprompt_len: PositiveInt = 10240
     """The block and prompt keep their last this many tokens (the scored tokens are never cut)."""
 
     def __post_init__(self):
-        if not 0.0 <= self.success_reward_threshold <= 1.0:
-            raise ValueError(f"success_reward_threshold: must be in [0, 1] (got {self.success_reward_threshold})")
-        if self.max_reprompt_len < 1:
-            raise ValueError(f"max_reprompt_len: must be >= 1 (got {self.max_reprompt_len})")
+        check_fields(self)
         if not self.reprompt_template.endswith(PROMPT) or self.reprompt_template.count(PROMPT) != 1:
             raise ValueError(f"reprompt_template: must end with {PROMPT}, once (got {self.reprompt_template!r})")
         for name, fields in (
@@ -188,17 +187,17 @@ def distillation_loss(
 class SDPO(GRPO):
     def __init__(
         self,
-        group_size: int = 8,
+        group_size: GroupSize = 8,
         scale_by_std: bool = True,
-        eps: float = 1e-4,
-        distillation_weight: float = 1.0,
+        eps: PositiveFloat = 1e-4,
+        distillation_weight: UnitInterval = 1.0,
         distillation_mode: Literal["sampled_token"] = "sampled_token",
-        distillation_is_clip: float | None = 2.0,
+        distillation_is_clip: PositiveFloat | None = 2.0,
         teacher_model_kind: Literal["ema", "base", "live"] = "ema",
-        teacher_update_rate: float = 0.05,
-        teacher_sync_steps: int = 1,
+        teacher_update_rate: Probability = 0.05,
+        teacher_sync_steps: PositiveInt = 1,
         reprompt: Reprompt | dict | None = None,
-        scoring_tokens: int = 2048,
+        scoring_tokens: PositiveInt = 2048,
         **base,
     ):
         """distillation_weight: the distillation loss's share (1: distillation alone, TRL's default;
@@ -220,17 +219,6 @@ class SDPO(GRPO):
     @classmethod
     def check_args(cls, args):
         super().check_args(args)
-        if not 0.0 <= args.get("distillation_weight", 0.0) <= 1.0:
-            raise ValueError(f"distillation_weight: must be in [0, 1] (got {args['distillation_weight']})")
-        if args.get("distillation_is_clip") is not None and not args["distillation_is_clip"] > 0:
-            raise ValueError(
-                f"distillation_is_clip: must be > 0, or null for no clip (got {args['distillation_is_clip']})"
-            )
-        if not 0.0 < args.get("teacher_update_rate", 1.0) <= 1.0:
-            raise ValueError(f"teacher_update_rate: must be in (0, 1] (got {args['teacher_update_rate']})")
-        for name in ("teacher_sync_steps", "scoring_tokens"):
-            if args.get(name, 1) < 1:
-                raise ValueError(f"{name}: must be >= 1 (got {args[name]})")
         if isinstance(args.get("reprompt"), dict):
             Reprompt(**args["reprompt"])
 

@@ -1,5 +1,5 @@
 """python -m harness run CONFIG [--results DIR] [--list] [filters] | evaluate CONFIG [--model PATH] |
-leaderboard DIR [--publish OUT] | across DIR | bench CONFIG"""
+leaderboard DIR [--publish OUT] | across DIR | bench CONFIG | settings [--out FILE]"""
 
 from __future__ import annotations
 
@@ -107,9 +107,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)",
     )
+    settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
+    settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
     args = parser.parse_args(argv)
 
-    from harness.config import ConfigError, load_benchmark
+    if args.command == "settings":
+        from harness.reference import write_reference
+
+        text = write_reference(args.out)
+        print(f"wrote {args.out}" if args.out else text)
+        return 0
+
+    from harness.config import ConfigError, check_machine, load_benchmark
+
+    def machine_refuses(suites) -> bool:
+        """Check the suites that will run here against this machine; print warnings and any error."""
+        for suite in suites:
+            try:
+                for warning in check_machine(suite, f"suites[{benchmark.suites.index(suite)}]"):
+                    print(f"warning: {args.config}: {warning}", file=sys.stderr)
+            except ConfigError as error:
+                print(f"error: {args.config}: {error}", file=sys.stderr)
+                return True
+        return False
 
     if args.command == "across":
         from harness import across_tasks
@@ -157,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return 2
+    if args.command in ("bench", "evaluate"):
+        chosen = args.suite or [s.name for s in benchmark.suites]
+        if machine_refuses([s for s in benchmark.suites if s.name in chosen]):
+            return 2
     if args.command == "bench":
         if args.steps < 1:
             print("error: --steps: must be >= 1", file=sys.stderr)
@@ -200,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     elif args.slurm_param or args.slurm_logs:
         print("error: --slurm-param/--slurm-logs: only with --slurm", file=sys.stderr)
+        return 2
+    if machine_refuses(list({id(r.suite): r.suite for r in planned}.values())):
         return 2
     run_benchmark(benchmark, args.results, only)
     return 0

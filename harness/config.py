@@ -21,11 +21,12 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import torch
 import yaml
@@ -33,6 +34,7 @@ import yaml
 from algorithms.base import EvalArgs, OptimArgs, RLVRModule, Schedule, UpdateArgs
 from harness.models import ModelArgs
 from rollout.decoding import SamplingArgs
+from rollout.ranges import Distinct, NonNegativeFloat, PositiveInt, check_fields, violation
 from tasks.base import Task
 
 SETTINGS = {
@@ -63,10 +65,10 @@ class TrainerArgs:
     """Where the runs of a suite execute (Lightning's Trainer)."""
 
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
-    devices: int = 1
+    devices: PositiveInt = 1
     """Processes per run on each node. More than one splits each step's prompts between them (see
     `rollout.distributed`); prompts_per_step must divide evenly among all of them."""
-    num_nodes: int = 1
+    num_nodes: PositiveInt = 1
     """Machines per run (Lightning's `num_nodes`): devices x num_nodes processes, started on each
     node by torchrun or SLURM's srun, as Lightning expects (docs/cluster.md)."""
     strategy: Literal["auto", "ddp", "fsdp"] = "auto"
@@ -85,7 +87,7 @@ class TrainerArgs:
     """Save the trained policy as `<run>/policy/`, a directory that transformers'
     `AutoModelForCausalLM.from_pretrained` loads (gathered from the shards under fsdp). A finished
     run deletes its checkpoints otherwise, and only its records stay."""
-    loggers: list[str] | None = None
+    loggers: Annotated[list[str], Distinct()] | None = None
     """Where each step's record goes besides the run's parquet files, through Lightning's loggers:
     any of csv (`<run>/logs/`), tensorboard (`<run>/tensorboard/`), wandb, mlflow. Each run is
     named by its id (`suite/algorithm-seedK`), carries its settings as hyperparameters, and ends
@@ -93,10 +95,13 @@ class TrainerArgs:
     WANDB_MODE (offline to log without a network); MLflow logs to MLFLOW_TRACKING_URI, by default
     a local store, `mlflow.db` (SQLite) beside the suites' folders (`mlflow ui --backend-store-uri
     sqlite:///runs/mlflow.db`). None: csv, and tensorboard where it is installed."""
-    checkpoint_every_s: float = 30.0
+    checkpoint_every_s: NonNegativeFloat = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
     its last step: a killed run loses at most about this much work. 0: after every step (on the
     tiny model a per-step checkpoint costs 5-10% of a one-rollout step)."""
+
+    def __post_init__(self):
+        check_fields(self)
 
     @property
     def processes(self) -> int:
@@ -149,7 +154,7 @@ def build_dataclass(cls, value: Any, where: str):
         value = {}
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-    hints = get_type_hints(cls)
+    hints = get_type_hints(cls, include_extras=True)
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, item in value.items():
@@ -170,6 +175,14 @@ def field_error(where: str, error: ValueError) -> ConfigError:
 
 
 def coerce(hint, value, where: str):
+    """`value` as `hint` types it (an int where a float is due becomes one), or a ConfigError
+    naming `where`; a range the hint declares (`rollout.ranges`) is checked too."""
+    if get_origin(hint) is Annotated:
+        value = coerce(get_args(hint)[0], value, where)
+        wrong = violation(hint, value)
+        if wrong:
+            raise ConfigError(f"{where}: {wrong}")
+        return value
     if dataclasses.is_dataclass(hint):
         return build_dataclass(hint, value, where)
     origin, args = get_origin(hint), get_args(hint)
@@ -183,13 +196,28 @@ def coerce(hint, value, where: str):
             if dataclasses.is_dataclass(option) and isinstance(value, dict):
                 build_dataclass(option, value, where)
         return value
-    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [coerce(args[0], item, f"{where}[{i}]") for i, item in enumerate(value)] if args else value
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        quoted = " (a string: drop the quotes)" if isinstance(value, str) and _is_number(value) else ""
+        raise ConfigError(f"{where}: expected a number, got {value!r}{quoted}")
     if hint in (int, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
         raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
     if str(origin) == "typing.Literal" and value not in args:
         raise ConfigError(f"{where}: expected one of {', '.join(map(str, args))}, got {value!r}")
     return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def class_spec(value: Any, where: str, base: type) -> ClassSpec:
@@ -215,7 +243,7 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
     try:
-        hints = get_type_hints(cls.__init__)
+        hints = get_type_hints(cls.__init__, include_extras=True)
     except NameError:  # an annotation named only for type checkers: its arguments go unchecked by type
         hints = {}
     own = {k: v for k, v in spec.init_args.items() if not (base is RLVRModule and k in SETTINGS)}
@@ -259,6 +287,12 @@ def parse_suite(raw: Any, where: str) -> Suite:
         or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
     ):
         raise ConfigError(f"{where}.seeds: expected a non-empty list of integers")
+    if len(set(seeds)) != len(seeds):
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise ConfigError(
+            f"{where}.seeds: seed {', '.join(map(str, twice))} given twice (each seed is one run of every algorithm; "
+            "a repeat would count the same pair twice)"
+        )
     raw_model = raw.get("model", {})
     if isinstance(raw_model, dict) and raw_model.get("path") is not None:
         if raw_model.get("preset") is not None:
@@ -275,6 +309,9 @@ def parse_suite(raw: Any, where: str) -> Suite:
             raise ConfigError(f"{where}.model.path: required when preset is null")
         if not Path(model.path).is_dir():
             raise ConfigError(f"{where}.model.path: no such directory: {model.path}")
+        missing = missing_model_files(Path(model.path))
+        if missing:
+            raise ConfigError(f"{where}.model.path: {model.path} has no {missing}")
     settings = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in SETTINGS.items()}
     trainer = build_dataclass(TrainerArgs, raw.get("trainer", {}), f"{where}.trainer")
     baseline = raw.get("baseline", "grpo")
@@ -289,19 +326,9 @@ def parse_suite(raw: Any, where: str) -> Suite:
 
 def check_values(suite: Suite, where: str) -> None:
     s = suite.settings["schedule"]
-    if s.steps < 1:
-        raise ConfigError(f"{where}.schedule.steps: must be >= 1 (got {s.steps})")
-    if s.prompts_per_step < 1:
-        raise ConfigError(f"{where}.schedule.prompts_per_step: must be >= 1 (got {s.prompts_per_step})")
     if s.prompt_pool is not None and s.prompt_pool < s.prompts_per_step:
         raise ConfigError(f"{where}.schedule.prompt_pool: must be >= prompts_per_step (got {s.prompt_pool})")
     t = suite.trainer
-    if t.devices < 1:
-        raise ConfigError(f"{where}.trainer.devices: must be >= 1 (got {t.devices})")
-    if t.num_nodes < 1:
-        raise ConfigError(f"{where}.trainer.num_nodes: must be >= 1 (got {t.num_nodes})")
-    if t.checkpoint_every_s < 0:
-        raise ConfigError(f"{where}.trainer.checkpoint_every_s: must be >= 0 (got {t.checkpoint_every_s})")
     if s.prompts_per_step % t.processes:
         raise ConfigError(
             f"{where}.trainer.devices: {t.processes} processes cannot share {s.prompts_per_step} prompts per step evenly"
@@ -338,10 +365,6 @@ def check_values(suite: Suite, where: str) -> None:
                 "backward pass over one graph, which FSDP frees after the first; set it false (a probe on the policy's "
                 "features) or use strategy: ddp"
             )
-        if settings["sampling"].temperature <= 0:
-            raise ConfigError(f"{where}.sampling.temperature: must be > 0 (evaluation is greedy already)")
-        if settings["sampling"].max_new_tokens < 1:
-            raise ConfigError(f"{where}.sampling.max_new_tokens: must be >= 1")
         sampling = settings["sampling"]
         if sampling.backend == "vllm":
             if importlib.util.find_spec("vllm") is None:
@@ -361,10 +384,6 @@ def check_values(suite: Suite, where: str) -> None:
                 reason = check_vllm()
                 if reason:
                     raise ConfigError(f"{where}.sampling.backend: {reason}")
-            if not 0 < sampling.vllm_memory_share <= 1:
-                raise ConfigError(
-                    f"{where}.sampling.vllm_memory_share: must be in (0, 1] (got {sampling.vllm_memory_share})"
-                )
         if settings["sampling"].chat is not None:
             if suite.model.warm_start is not None:
                 raise ConfigError(
@@ -381,19 +400,81 @@ def check_values(suite: Suite, where: str) -> None:
             raise ConfigError(f"{where}.trainer.loggers: unknown logger {name!r} (use csv, tensorboard, wandb, mlflow)")
         if name in extras and importlib.util.find_spec(extras[name]) is None:
             raise ConfigError(f'{where}.trainer.loggers: {name} is not installed (pip install -e ".[{name}]")')
-    if t.loggers is not None and len(set(t.loggers)) != len(t.loggers):
-        raise ConfigError(f"{where}.trainer.loggers: a logger is named twice ({', '.join(t.loggers)})")
     if suite.model.lora is not None:
         if importlib.util.find_spec("peft") is None:
             raise ConfigError(f'{where}.model.lora: needs PEFT (pip install -e ".[lora]")')
         if suite.trainer.strategy == "fsdp":
             raise ConfigError(f"{where}.model.lora: not with trainer.strategy: fsdp; use ddp (adapters are small)")
-    if suite.model.warm_start is not None and suite.model.warm_start.steps < 1:
-        raise ConfigError(f"{where}.model.warm_start.steps: must be >= 1 (or warm_start: null)")
     for key in ("train_file", "eval_file", "humaneval_file"):
         path = suite.task.init_args.get(key)
         if path is not None and not Path(path).is_file():
             raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
+
+
+def missing_model_files(folder: Path) -> str | None:
+    """What a model folder lacks for transformers to load a policy and its tokenizer (without a
+    tokenizer file transformers builds an empty tokenizer, and the run dies at its first
+    evaluation), or None."""
+    if not (folder / "config.json").is_file():
+        return "config.json (transformers' model config)"
+    if not any(any(folder.glob(pattern)) for pattern in WEIGHT_FILES):
+        return "weights (*.safetensors or pytorch_model*.bin)"
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        return f"tokenizer files (one of {', '.join(TOKENIZER_FILES)})"
+    return None
+
+
+def check_machine(suite: Suite, where: str) -> list[str]:
+    """Refuse an accelerator this machine lacks, or more accelerators a node than it has; warn of
+    more processes a node than CPU cores. Called where the runs execute (not on a machine that only
+    submits them to SLURM). Returns the warnings, each one line."""
+    t = suite.trainer
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if t.accelerator == "gpu" and not gpus:
+        raise ConfigError(
+            f"{where}.trainer.accelerator: gpu, but this machine has none that torch can use "
+            "(torch.cuda.is_available() is False); use auto or cpu"
+        )
+    if t.accelerator != "cpu" and gpus and t.devices > gpus:
+        raise ConfigError(f"{where}.trainer.devices: {t.devices} processes a node, but this machine has {gpus} GPUs")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if (t.accelerator == "cpu" or not gpus) and t.devices > cores:
+        return [
+            f"{where}.trainer.devices: {t.devices} processes a node on a machine with {cores} CPU cores: they will "
+            "share them and each run slower"
+        ]
+    return []
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML as an ML config means it: `3e-5` is a number (YAML 1.2; PyYAML's 1.1 rules read a float
+    without a dot as a string), and a key given twice in one mapping is an error (PyYAML keeps
+    the last one silently: an algorithm named twice would lose its first definition)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(
+                    f"{key}: given twice in one mapping (line {key_node.start_mark.line + 1}); "
+                    "YAML would keep only the last"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def load_benchmark(path: str | Path) -> Benchmark:
@@ -401,7 +482,7 @@ def load_benchmark(path: str | Path) -> Benchmark:
     if not path.is_file():
         raise ConfigError(f"config: no such file: {path}")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=_Loader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise ConfigError(f"config: not valid YAML{f' (line {mark.line + 1})' if mark else ''}") from None

@@ -23,6 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.tiny import TinyConfig, save_tiny
 from rollout.lora import LoraArgs
+from rollout.ranges import NonNegativeInt, PositiveFloat, PositiveInt, UnitInterval, check_fields
 from tasks.base import Problem, Task
 
 WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
@@ -32,31 +33,30 @@ WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic chan
 class WarmStartArgs:
     """Supervised phase on (prompt, demonstration) pairs; loss on the completion only."""
 
-    steps: int = 2000
-    batch_size: int = 64
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
+    steps: PositiveInt = 2000
+    batch_size: PositiveInt = 64
+    lr: PositiveFloat = 1e-3
+    min_lr_ratio: UnitInterval = 0.1
     """Cosine decay ends at this fraction of `lr`, not at 0: RL then continues at a learning
     rate below the one the warm start ended on, instead of re-warming out of a basin that a
     decay to zero had settled into (which costs points before RL has done anything)."""
     seed: int = 0
-    hindsight_fraction: float = 0.0
+    hindsight_fraction: UnitInterval = 0.0
     """Share of examples laid out in HP-RLVR's hindsight format (algorithms.hp_rlvr), so that a
     tiny model learns to read the privileged block. Every algorithm of a suite starts from the
     same weights, so this is part of the suite's base model, not of HP-RLVR's run."""
-    hindsight_segments: int = 4
+    hindsight_segments: PositiveInt = 4
     hindsight_feedback: list[str] = field(default_factory=lambda: ["full"])
     """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
     per example: a base meant for the feedback ablation reads every mode it will be given."""
 
-    rl_only: int = 0
+    rl_only: NonNegativeInt = 0
     """The first `rl_only` training problems are left to RL: the warm start (and a trained
     vocabulary) never sees their demonstrations. With `schedule.prompt_pool: rl_only`, RL plays
     only problems the policy was never shown solved, so what it gains there is not recall."""
 
     def __post_init__(self):
-        if self.rl_only < 0:
-            raise ValueError(f"rl_only: must be >= 0 (got {self.rl_only})")
+        check_fields(self)
         modes = ("full", "outcome", "none")
         if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
             raise ValueError(

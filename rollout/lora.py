@@ -15,8 +15,11 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import torch
+
+from rollout.ranges import PositiveFloat, PositiveInt, Range, check_fields
 
 ADAPTER = "default"  # PEFT's name for a model's one adapter
 
@@ -25,11 +28,11 @@ ADAPTER = "default"  # PEFT's name for a model's one adapter
 class LoraArgs:
     """Low-rank adapters on the policy's linear layers (PEFT's LoraConfig)."""
 
-    r: int = 16
+    r: PositiveInt = 16
     """The adapters' rank."""
-    alpha: float = 32.0
+    alpha: PositiveFloat = 32.0
     """Their scale is alpha / r (PEFT's lora_alpha)."""
-    dropout: float = 0.0
+    dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0
     """Dropout on the adapters' input in every forward pass the policy makes (sampling included):
     0 keeps sampling, scoring and vLLM's merged weights in agreement."""
     target_modules: list[str] = field(
@@ -38,12 +41,7 @@ class LoraArgs:
     """Names of the linear layers that get adapters (every projection of Qwen3's decoder layers)."""
 
     def __post_init__(self):
-        if self.r < 1:
-            raise ValueError(f"r: must be >= 1 (got {self.r})")
-        if not self.alpha > 0:
-            raise ValueError(f"alpha: must be > 0 (got {self.alpha})")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout: must be in [0, 1) (got {self.dropout})")
+        check_fields(self)
         if not self.target_modules:
             raise ValueError("target_modules: name at least one layer")
 

@@ -26,8 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
+from rollout.ranges import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Range
 from tasks.base import Problem, Task, Verdict
 from tasks.code_files import DEFAULT_FIELDS, TestFormat, load_rows, to_problem
 from tasks.sandbox import PASSED, SandboxPool, StdioCases, Tests, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
@@ -94,15 +95,15 @@ UNARY = ("square", "even", "odd")  # the steps without a constant; ordered, as d
 class Pipelines:
     """Difficulty of the generated problems."""
 
-    min_steps: int = 1
-    max_steps: int = 2
+    min_steps: PositiveInt = 1
+    max_steps: PositiveInt = 2
     """Map/filter steps per function; each is one line of the body."""
-    max_constant: int = 9
+    max_constant: Annotated[int, Range(2)] = 9
     """Constants of steps are drawn from [2, max_constant]."""
-    max_value: int = 20
+    max_value: NonNegativeInt = 20
     """Test inputs are lists of integers in [0, max_value]."""
-    max_length: int = 6
-    hidden_tests: int = 4
+    max_length: PositiveInt = 6
+    hidden_tests: NonNegativeInt = 4
 
 
 Step = tuple[str, int]
@@ -183,19 +184,19 @@ class CodeTask(Task):
         self,
         source: Literal["pipelines", "humaneval", "files"] = "pipelines",
         difficulty: Pipelines | dict | None = None,
-        train_size: int = 4000,
-        eval_size: int = 500,
+        train_size: PositiveInt = 4000,
+        eval_size: PositiveInt = 500,
         seed: int = 1234,
-        timeout_s: float = 5.0,
-        workers: int | None = None,
+        timeout_s: PositiveFloat = 5.0,
+        workers: PositiveInt | None = None,
         humaneval_file: str | None = None,
         answer_format: Literal["plain", "fenced"] = "plain",
         train_file: str | None = None,
         eval_file: str | None = None,
         test_format: TestFormat = "function",
         fields: dict | None = None,
-        case_timeout_s: float = 2.0,
-        float_tolerance: float | None = None,
+        case_timeout_s: PositiveFloat = 2.0,
+        float_tolerance: NonNegativeFloat | None = None,
         partial: bool = False,
     ):
         """answer_format: plain: the completion continues the prompt's code (the tiny model's and

@@ -12,10 +12,11 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Annotated, Literal, Sequence
 
 from math_verify import parse, verify
 
+from rollout.ranges import PositiveInt, Range, check_fields
 from tasks.base import Problem, Task, Verdict
 
 ANSWER_MARK = "####"
@@ -92,13 +93,16 @@ def check_answer(expected: str, completion: str, answer_format: str = "####") ->
 class Arithmetic:
     """Difficulty of the generated problems."""
 
-    operands: int = 3
+    operands: PositiveInt = 3
     """Numbers per expression; each operator is one worked step."""
-    max_operand: int = 30
+    max_operand: PositiveInt = 30
     """Operands of + and - are drawn from [1, max_operand]."""
-    max_factor: int = 9
+    max_factor: Annotated[int, Range(2)] = 9
     """The right operand of * is drawn from [2, max_factor]."""
     operators: str = "+-*"
+
+    def __post_init__(self):
+        check_fields(self)
 
 
 def generate_problem(rng: random.Random, spec: Arithmetic) -> tuple[str, str, str]:
@@ -129,8 +133,8 @@ class MathTask(Task):
     def __init__(
         self,
         difficulty: Arithmetic | dict | None = None,
-        train_size: int = 20000,
-        eval_size: int = 1000,
+        train_size: PositiveInt = 20000,
+        eval_size: PositiveInt = 1000,
         seed: int = 1234,
         train_file: str | None = None,
         eval_file: str | None = None,

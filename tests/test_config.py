@@ -76,7 +76,7 @@ CASES = [
         mutate("schedule.prompt_pool", 1),
         "suites[0].schedule.prompt_pool: must be >= prompts_per_step",
     ),
-    ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: a group needs >= 2"),
+    ("group of 1", mutate("algorithms.grpo.init_args", {"group_size": 1}), "group_size: must be >= 2 (got 1)"),
     ("wrong type", mutate("schedule.steps", "many"), "suites[0].schedule.steps: expected int"),
     ("missing task", mutate("task", DELETE), "suites[0].task: missing"),
     ("devices < 1", mutate("trainer", {"devices": 0}), "suites[0].trainer.devices: must be >= 1"),
@@ -243,6 +243,13 @@ def test_repository_config_files_are_valid(name):
     assert benchmark.suites
 
 
+def checkpoint_files(folder: Path) -> None:
+    """The files a Hugging Face checkpoint folder holds (empty: validation only looks for them)."""
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_text("")
+
+
 def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
     """benchmarks-gpu.yaml names checkpoints this machine does not have: everything else in it
     must pass validation, so the only error is the model path."""
@@ -253,7 +260,7 @@ def test_gpu_benchmark_is_valid_but_for_the_model_directory(tmp_path):
     with pytest.raises(ConfigError, match="suites\\[0\\].model.path: no such directory"):
         load_benchmark(root / "benchmarks-gpu.yaml")
     model, data = tmp_path / "Qwen3-8B", tmp_path / "gsm8k"
-    model.mkdir(), data.mkdir()
+    checkpoint_files(model), data.mkdir()
     row = '{"question": "1+1?", "answer": "1+1=2 #### 2"}\n'
     (data / "train.jsonl").write_text(row), (data / "test.jsonl").write_text(row)
     local = tmp_path / "gpu.yaml"
@@ -276,7 +283,7 @@ def test_the_gpu_quick_start_configs_are_valid_but_for_their_paths(tmp_path, nam
     with pytest.raises(ConfigError, match="task.init_args.train_file: no such file|model.path: no such directory"):
         load_benchmark(path)
     model, data = tmp_path / "model", tmp_path / "gsm8k"
-    model.mkdir(), data.mkdir()
+    checkpoint_files(model), data.mkdir()
     row = '{"question": "1+1?", "answer": "1+1=2 #### 2"}\n'
     (data / "train.jsonl").write_text(row), (data / "test.jsonl").write_text(row)
     text = path.read_text().replace("/data/gsm8k", str(data))

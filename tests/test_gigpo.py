@@ -198,7 +198,7 @@ def test_out_of_range_arguments_are_refused():
         ({"gamma": 1.5}, r"gamma: must be in \[0, 1\] \(got 1.5\)"),
         ({"step_weight": -1.0}, r"step_weight: must be >= 0 \(got -1.0\)"),
         ({"eps": 0.0}, r"eps: must be > 0"),
-        ({"group_size": 1}, r"group_size: a group needs >= 2"),
+        ({"group_size": 1}, r"group_size: must be >= 2 \(got 1\)"),
     ]:
         with pytest.raises(ValueError, match=message):
             GiGPO.check_args(args)

@@ -341,7 +341,7 @@ def test_live_teacher_is_the_policy_and_adds_no_weights(policy):
         ({"teacher_update_rate": 1.5}, "teacher_update_rate: must be in (0, 1]"),
         ({"teacher_sync_steps": 0}, "teacher_sync_steps: must be >= 1"),
         ({"scoring_tokens": 0}, "scoring_tokens: must be >= 1"),
-        ({"group_size": 1}, "group_size: a group needs >= 2"),
+        ({"group_size": 1}, "group_size: must be >= 2 (got 1)"),
         ({"reprompt": {"max_reprompt_len": 0}}, "max_reprompt_len: must be >= 1"),
         ({"reprompt": {"success_reward_threshold": 2.0}}, "success_reward_threshold: must be in [0, 1]"),
         ({"reprompt": {"reprompt_template": "{prompt}{solution}"}}, "reprompt_template: must end with {prompt}"),

@@ -9,7 +9,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from rollout.ranges import NonNegativeInt, Range, check_fields
 
 TASK_TYPES: tuple[str, ...] = (
     "pick_and_place_simple",
@@ -64,15 +66,12 @@ class GameSize:
         closed, hiding their contents until opened; False starts them open (an easier game).
     """
 
-    receptacles: int = 5
-    distractors: int = 2
+    receptacles: Annotated[int, Range(3)] = 5
+    distractors: NonNegativeInt = 2
     closed_receptacles: bool = True
 
     def __post_init__(self) -> None:
-        if self.receptacles < 3:
-            raise ValueError(f"GameSize.receptacles must be >= 3, got {self.receptacles}")
-        if self.distractors < 0:
-            raise ValueError(f"GameSize.distractors must be >= 0, got {self.distractors}")
+        check_fields(self)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
+from rollout.ranges import NonNegativeInt, PositiveInt, UnitInterval
 from tasks.alfworld.data import TASK_TYPES, FailedStep, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
@@ -91,17 +92,17 @@ class AlfworldTask(Task):
         self,
         source: str = "generated",
         task_types: Sequence[str] = TASK_TYPES,
-        train_games: int = 300,
-        eval_games: int = 60,
+        train_games: PositiveInt = 300,
+        eval_games: PositiveInt = 60,
         size: GameSize | dict | None = None,
         seed: int = 0,
-        max_turns: int = 12,
-        detour_rate: float = 0.3,
+        max_turns: PositiveInt = 12,
+        detour_rate: UnitInterval = 0.3,
         expert: Literal["direct", "search"] = "direct",
         show_admissible: bool = False,
         cache_dir: str = ".cache/alfworld",
         official_root: str | None = None,
-        env_processes: int | None = None,
+        env_processes: NonNegativeInt | None = None,
     ):
         """max_turns: commands per episode (an invalid one counts). expert: whose play the
         demonstrations are: "direct", the walkthrough, which goes straight to the objects, with a
@@ -124,8 +125,6 @@ class AlfworldTask(Task):
         self.max_turns, self.detour_rate, self.show_admissible = max_turns, detour_rate, show_admissible
         self.expert = expert
         self.cache_dir, self.official_root = Path(cache_dir), official_root
-        if env_processes is not None and env_processes < 0:
-            raise ValueError(f"env_processes: expected >= 0, got {env_processes}")
         self.env_processes = min(os.cpu_count() or 1, 8) if env_processes is None else env_processes
         self._trusted: dict[tuple[str, str], Verdict] = {}
 
