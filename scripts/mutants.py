@@ -39,6 +39,28 @@ NODES = ["tests/test_multinode.py"]
 LOGGERS = ["tests/test_loggers.py"]
 ROUND_TWO = ["tests/test_sandbox_attacks.py"]
 UNJUDGED = ["tests/test_unjudged.py", "tests/test_alfworld_task.py"]
+# #34: one-line bugs an independent mutation run found the tests did not catch, each now pinned by
+# a test against a direct computation; a mutant runs only the file that pins it
+SURVIVORS = [
+    "tests/test_engine.py",
+    "tests/test_leaderboard.py",
+    "tests/test_driver.py::test_a_resumed_run_whose_any_one_setting_changed_starts_again",
+    "tests/test_math.py",
+    "tests/test_code.py",
+    "tests/test_grpo.py",
+    "tests/test_alfworld_task.py",
+    "tests/test_hp_rlvr.py",
+    "tests/test_surrogate.py",
+]
+ENGINE_PIN, BOARD_PIN, DRIVER_PIN, MATH_PIN, CODE_PIN, GRPO_PIN, ALFWORLD_PIN, HP_PIN, UPDATE_PIN = (
+    [t] for t in SURVIVORS
+)
+STOPS = ("\\nclass", "\\ndef", "\\n#", "\\nif", "\\nprint")  # as tasks/code.py spells them
+
+
+def stop_line(stops) -> str:
+    return "STOP_SEQUENCES = (" + ", ".join(f'"{s}"' for s in stops) + ")"
+
 
 # (name, file, old text, new text, the tests that concern it)
 MUTANTS = [
@@ -675,15 +697,146 @@ MUTANTS = [
         "                if False:\n",
         UNJUDGED,
     ),
+    # #34's survivors, each pinned by a test of its own (docs/mutants.md)
+    (
+        "pin: decoding: top-p nucleus from the logits at T = 1",
+        "rollout/decoding.py",
+        "        probs = ordered.softmax(-1)\n",
+        "        probs = (ordered * temperature).softmax(-1)\n",
+        ENGINE_PIN,
+    ),
+    (
+        "pin: decoding: top-p nucleus from the logits at T^2",
+        "rollout/decoding.py",
+        "        probs = ordered.softmax(-1)\n",
+        "        probs = (ordered / temperature).softmax(-1)\n",
+        ENGINE_PIN,
+    ),
+    (
+        "pin: truncated: an EOS outside the completion counted",
+        "rollout/batch.py",
+        "return (~((self.input_ids == eos_token_id) & self.eligible).any(-1)).tolist()",
+        "return (~(self.input_ids == eos_token_id).any(-1)).tolist()",
+        ENGINE_PIN,
+    ),
+    (
+        "pin: leaderboard: detectable difference splits odd noise the other way",
+        "harness/leaderboard.py",
+        "stats.binomtest(math.ceil(discordant / 2) + extra",
+        "stats.binomtest(discordant // 2 + extra",
+        BOARD_PIN,
+    ),
+    (
+        "pin: leaderboard: final rewards from the best evaluation",
+        "harness/leaderboard.py",
+        'last_rewards = evals["rewards"][-1].to_list()',
+        'last_rewards = evals["rewards"][int(evals["accuracy"].arg_max())].to_list()',
+        BOARD_PIN,
+    ),
+    (
+        "pin: leaderboard: final pass@k from the best evaluation",
+        "harness/leaderboard.py",
+        "evals[c][-1] if c in evals.columns else None for c in sampled",
+        "evals[c].max() if c in evals.columns else None for c in sampled",
+        BOARD_PIN,
+    ),
+    (
+        "pin: leaderboard: a missing speedup counted as 0",
+        "harness/leaderboard.py",
+        'speedups = g["speedup"].drop_nulls()',
+        'speedups = g["speedup"].fill_null(0.0)',
+        BOARD_PIN,
+    ),
+    (
+        "pin: driver: trainer precision not compared on resume",
+        "harness/driver.py",
+        'if k != "checkpoint_every_s"}',
+        'if k not in ("checkpoint_every_s", "precision")}',
+        DRIVER_PIN,
+    ),
+    (
+        "pin: driver: sampling.max_new_tokens not compared on resume",
+        "harness/driver.py",
+        "**{name: asdict(value) for name, value in settings.items()},",
+        '**{name: {k: v for k, v in asdict(value).items() if k != "max_new_tokens"} for name, value in settings.items()},',
+        DRIVER_PIN,
+    ),
+    (
+        "pin: math: the first \\boxed{}, not the last",
+        "tasks/math.py",
+        'start = text.rfind("\\\\boxed{")',
+        'start = text.find("\\\\boxed{")',
+        MATH_PIN,
+    ),
+    (
+        "pin: code: a fenced answer run without its prompt's code",
+        "tasks/code.py",
+        'return (block if code is None else code + "\\n\\n" + block), tests, code',
+        "return block, tests, code",
+        CODE_PIN,
+    ),
+    *[
+        (
+            f"pin: code: not cut at {stop}",
+            "tasks/code.py",
+            stop_line(STOPS),
+            stop_line(s for s in STOPS if s != stop),
+            CODE_PIN,
+        )
+        for stop in STOPS
+    ],
+    ("pin: grpo: eps 1e-8", "algorithms/grpo.py", "= 1e-4, **base)", "= 1e-8, **base)", GRPO_PIN),
+    (
+        "pin: alfworld: a win read from the episode's end",
+        "tasks/alfworld/task.py",
+        "won[i], turns_played[i] = result.won, turns_played[i] + 1",
+        "won[i], turns_played[i] = result.done, turns_played[i] + 1",
+        ALFWORLD_PIN,
+    ),
+    (
+        "pin: control: one permutation for every step",
+        "algorithms/shuffled_grpo.py",
+        "(self.seed * 1_000_003 + self.rl_step) * 1009",
+        "(self.seed * 1_000_003) * 1009",
+        GRPO_PIN,
+    ),
+    (
+        "pin: hp-rlvr: feedback mode not passed to the views",
+        "algorithms/hp_rlvr.py",
+        "hindsight_views(rollouts, self.segments, self.tokenizer, self.template, self.feedback)",
+        "hindsight_views(rollouts, self.segments, self.tokenizer, self.template)",
+        HP_PIN,
+    ),
+    (
+        "pin: update: clip fractions of the first mini-batch only",
+        "algorithms/base.py",
+        "float(np.mean([c[k] for c in clipped]))",
+        "float(clipped[0][k])",
+        UPDATE_PIN,
+    ),
+    (
+        "pin: update: mini-batches strided across groups",
+        "algorithms/base.py",
+        "chunks = list(groups.view(args.minibatches, -1).unbind())",
+        "chunks = list(groups.flatten().view(-1, args.minibatches).T.unbind())",
+        UPDATE_PIN,
+    ),
 ]
 
 
 def scratch_copy() -> Path:
-    """The tracked tree in a scratch folder (runs/, results/ and caches left behind)."""
+    """The working tree as git sees it (tracked files, and new ones it does not ignore) in a scratch
+    folder (runs/, results/ and caches left behind)."""
     folder = Path(tempfile.mkdtemp(prefix="mutants-"))
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in files:
-        if name.startswith("results/"):
+        if name.startswith("results/") or not (ROOT / name).is_file():  # a tracked file deleted here
             continue
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)

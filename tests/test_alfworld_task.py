@@ -95,6 +95,22 @@ def test_rollout_rows_are_what_the_policy_sampled(task, tiny_dir):
     assert all(v.feedback.startswith(("won", "not won")) for v in task.verify_all(rollouts))
 
 
+def test_an_episode_the_turn_limit_cut_is_lost_and_truncated(task, tiny_dir):
+    """The game's verdict, not the episode's end: an untrained policy never wins, so every episode
+    plays all `max_turns` turns and ends done (the limit) but not won: reward 0, said so, and
+    counted as cut by the limit (completions/clipped_ratio)."""
+    from tasks.base import Verdict
+
+    model, tokenizer = load_policy(tiny_dir)
+    torch.manual_seed(0)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=4))
+    rollouts = task.rollout(engine, task.train_problems()[:2], group_size=2)
+    starts = torch.diff(rollouts.eligible.int(), prepend=torch.zeros(len(rollouts), 1, dtype=torch.int)).eq(1)
+    assert starts.sum(-1).tolist() == [task.max_turns] * 4  # every episode ran to the limit
+    assert rollouts.verdicts == [Verdict(0.0, f"not won after {task.max_turns} turns")] * 4
+    assert rollouts.truncated == [True] * 4 and rollouts.truncations(tokenizer.eos_token_id) == [True] * 4
+
+
 def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tiny_dir):
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)

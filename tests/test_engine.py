@@ -1,3 +1,4 @@
+import pytest
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
@@ -194,6 +195,64 @@ def test_sampling_draws_each_token_with_its_probability_at_the_temperature():
     expected = torch.tensor([0.25, 0.09, 0.0225, 0.0025]) / 0.365
     torch.testing.assert_close(torch.bincount(token, minlength=4) / 100_000, expected, atol=0.006, rtol=0)
     torch.testing.assert_close(logp, expected.log()[token])
+
+
+@pytest.mark.parametrize("top_p", [0.65, 0.85, 0.97])
+def test_top_p_at_a_temperature_keeps_the_nucleus_of_the_tempered_distribution(top_p):
+    """At T = 0.5 the probabilities 0.5, 0.3, 0.15, 0.05 become 0.685, 0.247, 0.062, 0.007
+    (squared, renormalised): top_p 0.65 keeps {0}, 0.85 keeps {0, 1}, 0.97 keeps {0, 1, 2}. The
+    nucleus of the untempered probabilities (cumulative 0.5, 0.8, 0.95) would differ at each."""
+    temperature, probabilities = 0.5, [0.5, 0.3, 0.15, 0.05]
+    tempered = [p ** (1 / temperature) for p in probabilities]
+    tempered = [p / sum(tempered) for p in tempered]
+    nucleus, mass = [], 0.0  # most likely first, while the mass before a token is below top_p
+    for token in sorted(range(4), key=lambda t: -tempered[t]):
+        if mass >= top_p:
+            break
+        nucleus.append(token)
+        mass += tempered[token]
+    assert nucleus == {0.65: [0], 0.85: [0, 1], 0.97: [0, 1, 2]}[top_p]
+    expected = torch.tensor([tempered[t] / mass if t in nucleus else 0.0 for t in range(4)])
+    logits = torch.log(torch.tensor(probabilities)).expand(40_000, 4)
+    torch.manual_seed(0)
+    token, logp = sample_next(logits, temperature, top_p, False)
+    assert set(token.tolist()) == set(nucleus)
+    torch.testing.assert_close(torch.bincount(token, minlength=4) / 40_000, expected, atol=0.01, rtol=0)
+    torch.testing.assert_close(logp, expected.log()[token])
+
+
+def test_a_rollout_is_truncated_when_its_own_tokens_hold_no_eos():
+    """Only an EOS the policy generated ends a completion: one in the prompt, or EOS used as the
+    padding token (as many tokenizers do), says nothing of how the completion ended."""
+    from rollout.batch import Rollouts
+
+    eos, pad = 2, 2
+    # prompt | completion, left-padded; E = eligible
+    rows = [
+        ([5, eos, 6], [7, eos]),  # EOS in the prompt, and generated: ended by the policy
+        ([5, eos, 6], [7, 8]),  # EOS in the prompt only: cut by the length limit
+        ([5, 6], [7]),  # padded with EOS (left), none generated: cut
+        ([9, 5, 6], [7, 8]),  # no EOS anywhere: cut
+        ([9, 5, 6], [eos]),  # EOS as the first generated token: ended
+    ]
+    width = max(len(p) + len(c) for p, c in rows)
+    ids, mask, eligible = [], [], []
+    for prompt, completion in rows:
+        padding = width - len(prompt) - len(completion)
+        ids.append([pad] * padding + prompt + completion)
+        mask.append([0] * padding + [1] * (len(prompt) + len(completion)))
+        eligible.append([False] * (padding + len(prompt)) + [True] * len(completion))
+    rollouts = Rollouts(
+        problems=[Problem(id=str(i), prompt="", answer="") for i in range(len(rows))],
+        input_ids=torch.tensor(ids),
+        attention_mask=torch.tensor(mask),
+        eligible=torch.tensor(eligible),
+        sample_logprobs=torch.zeros(len(rows), width),
+        completions=[""] * len(rows),
+    )
+    assert rollouts.truncations(eos) == [False, True, True, True, False]
+    rollouts.truncated = [True, False, False, False, False]  # a multi-turn task says it itself
+    assert rollouts.truncations(eos) == [True, False, False, False, False]
 
 
 def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_context_would(tiny_dir):

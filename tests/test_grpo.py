@@ -105,3 +105,44 @@ def test_the_records_reward_std_is_the_spread_within_each_group(tiny_dir):
     assert row["reward"] == pytest.approx(7 / 12)
     assert row["frac_reward_zero_std"] == pytest.approx(1 / 3)
     assert row["frac_reward_all_correct"] == pytest.approx(1 / 3) and row["frac_reward_all_wrong"] == 0
+
+
+def test_grpos_eps_against_a_group_with_a_tiny_reward_spread(tiny_dir):
+    """GRPO as a suite builds it (eps left at its default, 1e-4 as TRL's): where the group's std
+    is of the order of eps, eps shows in the advantage, and it must be the documented one."""
+    from types import SimpleNamespace
+
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from tasks.math import MathTask
+
+    model, tokenizer = load_policy(tiny_dir)
+    module = GRPO(policy=model, tokenizer=tokenizer, task=MathTask(train_size=20, eval_size=5), group_size=4)
+    # rewards 0, 0, 0, 0.001: mean 0.00025, sample std sqrt((3 * 0.00025^2 + 0.00075^2) / 3) = 0.0005
+    rewards = torch.tensor([0.0, 0.0, 0.0, 0.001])
+    advantages, _ = module.credit(SimpleNamespace(rewards=rewards, eligible=torch.ones(4, 2, dtype=torch.bool)))
+    expected = torch.tensor([-0.00025, -0.00025, -0.00025, 0.00075]) / (0.0005 + 1e-4)  # -0.4167 and 1.25
+    torch.testing.assert_close(advantages[:, 0], expected, rtol=1e-4, atol=0)
+    torch.testing.assert_close(advantages[:, 1], expected, rtol=1e-4, atol=0)
+
+
+def test_the_negative_control_draws_a_fresh_permutation_every_step():
+    """Read back the control's permutation from advantages that are all distinct: a new one at
+    every step (the same one each step would tie each rollout slot to one other's credit)."""
+    from types import SimpleNamespace
+
+    from algorithms.shuffled_grpo import ShuffledGRPO
+
+    class Stub:  # the control's credit with G = 4, without a policy to build
+        credit, group_size, eps, scale_by_std, seed = ShuffledGRPO.credit, 4, 1e-4, True, 3
+
+    rewards = torch.tensor([0.0, 0.1, 0.3, 0.6, 0.0, 0.2, 0.5, 0.9])
+    rollouts = SimpleNamespace(rewards=rewards, eligible=torch.ones(8, 1, dtype=torch.bool))
+    grpo = group_advantages(rewards.view(-1, 4)).view(-1).tolist()
+    assert len(set(grpo)) == 8
+    stub, drawn = Stub(), []
+    for step in range(6):
+        stub.rl_step = step
+        drawn.append(tuple(grpo.index(a) for a in stub.credit(rollouts)[0][:, 0].tolist()))
+        assert sorted(drawn[-1]) == list(range(8))  # a permutation of GRPO's advantages
+    assert len(set(drawn)) == 6

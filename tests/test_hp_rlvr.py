@@ -169,6 +169,37 @@ def test_weights_are_the_jsd_of_the_two_views(policy, temperature):
     assert weights[i, t].item() == pytest.approx(jsd.item() / math.log(2), abs=1e-5)
 
 
+@pytest.mark.parametrize("feedback", ["full", "outcome", "none"])
+def test_the_feedback_mode_is_what_the_weights_hindsight_view_is_told(tiny_dir, feedback):
+    """HP-RLVR's `feedback` (the ablation of what the block holds) reaches the views its weights
+    come from: every token's weight is the JSD, written out over the vocabulary, of its causal
+    view and its hindsight view built with that mode, whose block says what the mode says."""
+    from tests.test_engine import peaked
+
+    model, tokenizer = load_policy(tiny_dir)
+    peaked(model)  # predictions that depend on the block (a fresh init is nearly uniform)
+    rollouts = sampled((model, tokenizer), n=2)
+    module = make_module((model, tokenizer), segments=2, feedback=feedback)
+    weights, _ = module.hindsight_weights(rollouts)
+    views = hindsight_views(rollouts, 2, tokenizer, module.template, feedback)
+    said = {"full": ["feedback 0", "feedback 1"], "outcome": ["failure", "success"], "none": [None, None]}[feedback]
+    by_hand = torch.zeros_like(weights)
+    for j in range(len(views.causal_rows)):
+        i, t = int(views.causal_rows[j]), int(views.causal_cols[j])
+        row, col = int(views.hindsight_rows[j]), int(views.hindsight_cols[j])
+        hkeep = views.attention_mask[row].bool()
+        block = tokenizer.decode(views.input_ids[row][hkeep])
+        assert (said[i] in block) if said[i] else ("Verdict" not in block and "feedback" not in block), block
+        keep = rollouts.attention_mask[i].bool()
+        with torch.no_grad():
+            p = model(input_ids=rollouts.input_ids[i][keep][None]).logits[0, int(keep[:t].sum()) - 1]
+            q = model(input_ids=views.input_ids[row][hkeep][None]).logits[0, int(hkeep[:col].sum()) - 1]
+        P, Q = torch.softmax(p.double(), -1), torch.softmax(q.double(), -1)
+        M = (P + Q) / 2
+        by_hand[i, t] = float(0.5 * (P * (P / M).log()).sum() + 0.5 * (Q * (Q / M).log()).sum()) / math.log(2)
+    torch.testing.assert_close(weights, by_hand, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize("max_tokens", [1, 40, 100_000])
 def test_scoring_in_passes_of_similar_length_gives_each_rows_own_hidden_states(policy, max_tokens):
     """Rows padded on both sides (prompts on the left, completions on the right) and hindsight

@@ -185,3 +185,53 @@ def test_the_gain_is_tested_end_against_start_on_the_same_problems():
     assert grpo["acc_gain_p"] == 1.0  # no problem changed
     before = runs("grpo").with_columns(first_rewards=None)  # recorded before rewards were kept
     assert aggregate(before)["acc_gain_p"].to_list() == [None, None]
+
+
+def test_detectable_difference_splits_an_odd_noise_with_the_extra_problem_to_the_better():
+    from harness.leaderboard import detectable_difference
+
+    def solved(a, b):  # a problems solved by the first only, b by the second only, of 100
+        return [[1.0] * a + [0.0] * b + [0.0] * (100 - a - b)], [[0.0] * a + [1.0] * b + [0.0] * (100 - a - b)]
+
+    # D = 5 discordant problems split 3-2 (the odd one to the better), then m more one way: the
+    # worse side keeps 2, so p = 2 (1 + n + n(n-1)/2) / 2^n with n = 5 + m: n = 11 gives
+    # 134 / 2048 = 0.065, n = 12 gives 158 / 4096 = 0.039, so m = 7 (split 2-3, m = 10)
+    assert detectable_difference(*solved(3, 2)) == pytest.approx(0.07)
+    # D = 1 split 1-0: all n one way, p = 2 / 2^n < 0.05 from n = 6, so m = 5 (split 0-1, m = 8)
+    assert detectable_difference(*solved(1, 0)) == pytest.approx(0.05)
+
+
+def test_the_final_numbers_are_the_last_evaluations_not_the_best():
+    from harness.leaderboard import run_table
+
+    info = {
+        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
+        "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1}, "optim": {"lr": 1e-5}, "group_size": 8, "accuracy_before": 0.25, "accuracy_after": 0.5,
+    }  # fmt: skip
+    metrics = pl.DataFrame(
+        {
+            "updates": [1, 1], "zero_grad_updates": [0, 0], "rollouts": [32, 32], "wall_clock_s": [1.0, 2.0],
+            "tokens/generated": [10, 10], "reward": [1.0, 0.5],
+            **{f"timing_s/{stage}": [0.1, 0.1] for stage in ("sample", "verify", "credit", "update")},
+        }
+    )  # fmt: skip
+    # accuracy 0.25 at step 0, 1.0 at step 5 (the best), 0.5 at step 10 (the last)
+    evals = pl.DataFrame(
+        {
+            "step": [0, 5, 10],
+            "accuracy": [0.25, 1.0, 0.5],
+            "rewards": [[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]],
+            "pass@2": [0.5, 1.0, 0.75],
+        }
+    )
+    row = run_table([(info, metrics, evals)]).row(0, named=True)
+    assert row["final_rewards"] == [1.0, 1.0, 0.0, 0.0] and row["first_rewards"] == [1.0, 0.0, 0.0, 0.0]
+    assert row["pass@2_after"] == 0.75
+
+
+def test_a_seed_without_the_baselines_run_is_left_out_of_the_speedup_not_counted_as_zero():
+    # GRPO's seed-1 run did not finish: HP-RLVR's speedup is seed 0's pair alone, 100 / 50
+    unpaired = runs("grpo").filter(~((pl.col("algorithm") == "grpo") & (pl.col("seed") == 1)))
+    hp = aggregate(unpaired).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    assert hp["seeds"] == 2 and hp["speedup"] == pytest.approx(2.0)
+    assert hp["speedup_ci95"] is None  # one pair: no interval

@@ -39,6 +39,15 @@ def test_final_answer_takes_the_last_mark_and_its_line():
     assert final_answer("no mark") is None
 
 
+def test_boxed_answer_is_the_last_box_braces_matched():
+    completion = "First try \\boxed{5}, no: 2+3=6, so \\boxed{\\frac{12}{2}} is it."
+    assert final_answer(completion, "boxed") == "\\frac{12}{2}"
+    assert final_answer("\\boxed{1} then \\boxed{2}", "boxed") == "2"
+    assert final_answer("no box here", "boxed") is None
+    assert check_answer("6", completion, "boxed").reward == 1.0
+    assert check_answer("5", completion, "boxed").reward == 0.0  # the first box is a draft
+
+
 def test_worked_solution_is_correct_arithmetic():
     import random
 

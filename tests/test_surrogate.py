@@ -1,5 +1,6 @@
 """The shared clipped surrogate against numbers worked out by hand: ratio != 1, rows of unequal
-length, both loss aggregations, and the shares of tokens where the clip is active."""
+length, both loss aggregations, and the shares of tokens where the clip is active; and the shared
+update around it: its mini-batches and what it records of every one."""
 
 import math
 
@@ -93,3 +94,56 @@ def test_sequence_ratio_is_the_geometric_mean_of_the_rollouts_token_ratios():
     loss, clipped = surrogate("sequence-mean", ratio_level="sequence")(logprobs, old, adv, eligible)
     assert float(loss) == pytest.approx((-row0 + 1.6) / 2)
     assert clipped == pytest.approx({"low": 1 / 4, "high": 0.0, "region": 1 / 4})
+
+
+def test_the_update_takes_whole_groups_per_mini_batch_and_records_every_mini_batchs_clip(tiny_dir, monkeypatch):
+    """The shared update (`RLVRModule.update`) with 4 prompts x G = 2, 2 mini-batches and 2 epochs:
+    each mini-batch is whole consecutive groups (prompts 0-1, then 2-3, each epoch), and the
+    recorded clip fractions are the mean over all 4 updates of what each one's loss reported."""
+    import algorithms.base
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = GRPO(
+        policy=model, tokenizer=tokenizer, task=task, group_size=2, update=UpdateArgs(minibatches=2, epochs=2)
+    )
+    problems = [p for p in task.train_problems()[:4] for _ in range(2)]
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=4)).generate(problems, group_size=2)
+    rollouts.verdicts = [Verdict(float(i % 2), "") for i in range(8)]
+    advantages, _ = module.credit(rollouts)
+    optimizer = torch.optim.SGD(list(module.parameters()), lr=0.0)
+    module.optimizers = lambda: optimizer
+    module.lr_schedulers = lambda: torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    module.manual_backward = lambda loss, **kwargs: loss.backward(**kwargs)
+    batches, score = [], module.score
+
+    def recorded_score(batch):
+        batches.append([p.id for p in batch.problems])
+        return score(batch)
+
+    module.score = recorded_score
+    # each update's loss as computed, its clip fractions literal ones
+    reported = iter(
+        [
+            {"low": 0.1, "high": 0.0, "region": 0.5},
+            {"low": 0.3, "high": 0.2, "region": 0.0},
+            {"low": 0.0, "high": 0.6, "region": 0.1},
+            {"low": 0.4, "high": 0.0, "region": 0.2},
+        ]
+    )
+    real = algorithms.base.policy_loss
+    monkeypatch.setattr(algorithms.base, "policy_loss", lambda *a, **k: (real(*a, **k)[0], next(reported)))
+    stats = module.update(rollouts, advantages)
+    ids = [p.id for p in task.train_problems()[:4]]
+    first, second = [ids[0]] * 2 + [ids[1]] * 2, [ids[2]] * 2 + [ids[3]] * 2
+    assert batches == [first, second, first, second]
+    assert stats["updates"] == 4
+    assert stats["clip_ratio/low_mean"] == pytest.approx((0.1 + 0.3 + 0.0 + 0.4) / 4)
+    assert stats["clip_ratio/high_mean"] == pytest.approx((0.0 + 0.2 + 0.6 + 0.0) / 4)
+    assert stats["clip_ratio/region_mean"] == pytest.approx((0.5 + 0.0 + 0.1 + 0.2) / 4)
