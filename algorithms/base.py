@@ -11,8 +11,8 @@ import math
 import random
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
-from typing import Annotated, Any, ClassVar, Sequence, get_type_hints
+from dataclasses import asdict, replace
+from typing import Any, ClassVar, Sequence, get_type_hints
 
 import lightning as L
 import numpy as np
@@ -20,59 +20,18 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from algorithms.loss import UpdateArgs, policy_loss
+from algorithms.loss import policy_loss
+from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
 from rollout.batch import Rollouts, concatenate
-from rollout.decoding import RolloutEngine, SamplingArgs
+from rollout.decoding import RolloutEngine
 from rollout.lora import adapters_disabled, has_adapters
 from rollout.memory import peak_mb, reset_peak
-from rollout.ranges import (
-    Distinct,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    Range,
-    check_fields,
-    violation,
-)
+from rollout.ranges import violation
 from rollout.scoring import masked_mean, sequence_logprobs
+from rollout.settings import SamplingArgs
 from rollout.sharding import FSDP2, gathered, is_sharded
 from tasks.base import Problem, Task
-
-
-@dataclass
-class OptimArgs:
-    lr: PositiveFloat = 5e-5
-    warmup_steps: NonNegativeInt = 10
-    """Linear warm-up of the learning rate over the first RL steps."""
-    weight_decay: NonNegativeFloat = 0.0
-    max_grad_norm: PositiveFloat = 1.0
-    """Clip threshold of the policy's gradient, and separately of a critic's. The recorded
-    `grad_norm` is the policy's total norm before clipping (`critic/grad_norm` the critic's)."""
-
-    def __post_init__(self):
-        check_fields(self)
-
-
-@dataclass
-class EvalArgs:
-    every: PositiveInt = 25
-    """Greedy pass@1 on the held-out set at step 0, every `every` steps and at the last step."""
-    limit: PositiveInt | None = None
-    """Evaluate on the first `limit` held-out problems only (None: all)."""
-    batch_size: PositiveInt = 500
-    samples: NonNegativeInt = 0
-    """Beside greedy pass@1: n completions of each held-out problem at the sampling settings,
-    for the unbiased pass@k estimate (0: none). They are drawn from an RNG of their own, seeded
-    by the step, so training samples the same whatever this is."""
-    pass_at: Annotated[list[PositiveInt], Distinct()] = field(default_factory=lambda: [1])
-    """The k of `pass@k`, each at most `samples`."""
-
-    def __post_init__(self):
-        check_fields(self)
-        if self.samples and any(not 1 <= k <= self.samples for k in self.pass_at):
-            raise ValueError(f"pass_at: every k must be in [1, samples = {self.samples}] (got {self.pass_at})")
 
 
 def token_mean_divisor(eligible: Tensor) -> float:
@@ -88,24 +47,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
-
-
-@dataclass
-class Schedule:
-    steps: PositiveInt = 100
-    prompts_per_step: PositiveInt = 16
-    prompt_pool: PositiveInt | None = None
-    """RL draws its prompts from the first `prompt_pool` training problems (None: all of them).
-    A pool smaller than steps x prompts_per_step makes prompts recur, as epochs over a
-    fixed dataset do: what HP-RLVR's per-prompt historical baseline needs to be more than the
-    task-wide mean. The warm start still sees every training problem."""
-
-    def __post_init__(self):
-        check_fields(self)
-
-
-GroupSize = Annotated[int, Range(2)]
-"""Rollouts per prompt of a group-baseline algorithm: a group's baseline needs two."""
 
 
 STAGES = ("sample", "verify", "credit", "update")

@@ -26,8 +26,8 @@ import random
 import torch
 from torch import Tensor
 
-from algorithms.base import GroupSize
 from algorithms.grpo import GRPO, group_advantages
+from algorithms.settings import GroupSize
 from rollout import distributed
 from rollout.batch import Problem, Rollouts, concatenate
 from rollout.ranges import NonNegativeFloat, NonNegativeInt, PositiveFloat

@@ -10,8 +10,8 @@ Checked against TRL 1.16.0's `GRPOTrainer` with `loss_type="dr_grpo"` and `scale
 
 from __future__ import annotations
 
-from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
+from algorithms.settings import GroupSize
 from rollout.ranges import PositiveFloat
 
 

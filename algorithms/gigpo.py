@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
+from algorithms.settings import GroupSize
 from rollout.batch import Rollouts
 from rollout.ranges import NonNegativeFloat, PositiveFloat, UnitInterval
 from tasks.base import Task

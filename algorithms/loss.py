@@ -16,50 +16,11 @@ sequence-product at sequence-mean is `RLOOTrainer`'s loss.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
-
 import torch
 from torch import Tensor
 
-from rollout.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, Range, check_fields
+from algorithms.settings import UpdateArgs
 from rollout.scoring import masked_mean
-
-
-@dataclass
-class UpdateArgs:
-    clip_low: Annotated[float, Range(0, 1, low_open=True, high_open=True)] = 0.2
-    """The ratio's lower clip: 1 - clip_low (TRL's `epsilon`)."""
-    clip_high: PositiveFloat = 0.2
-    """The ratio's upper clip: 1 + clip_high (TRL's `epsilon_high`; DAPO's clip-higher is 0.28)."""
-    ratio_level: Literal["token", "sequence", "sequence-product"] = "token"
-    """token: each token's own ratio (PPO, GRPO). sequence: one ratio a rollout, the geometric mean of
-    its tokens' ratios, clipped as one (GSPO; TRL's `importance_sampling_level`). sequence-product:
-    one ratio a rollout, the product of its tokens' (the ratio of its probabilities; TRL's RLOO)."""
-    minibatches: PositiveInt = 1
-    """Optimizer updates per step per epoch: the step's prompts (with all their rollouts) split
-    into this many equal parts, so it must divide them. Each update is one gradient-norm record."""
-    epochs: PositiveInt = 1
-    """Passes over the step's rollouts, each `minibatches` updates."""
-    loss_aggregation: Literal["token-mean", "sequence-mean", "constant"] = "token-mean"
-    """token-mean: every eligible token of the mini-batch weighs the same (DAPO, TRL's default);
-    sequence-mean: mean over each rollout's tokens, then over rollouts (the original GRPO);
-    constant: the sum over tokens divided by rollouts x `max_tokens`, whatever their lengths (Dr. GRPO)."""
-    max_tokens: PositiveInt | None = None
-    """What `constant` divides each rollout by (TRL's `max_completion_length`). None: the suite's
-    `sampling.max_new_tokens`; set it on a multi-turn task, whose rollouts hold several turns."""
-    kl_coef: NonNegativeFloat = 0.0
-    """Weight of a KL penalty to the starting policy, added to each token's loss; 0 keeps no
-    reference model (TRL's `beta`, default 0)."""
-    kl_estimator: Literal["k1", "k3"] = "k3"
-    """k3: exp(ref - logp) - (ref - logp) - 1, unbiased and >= 0 (TRL's, GRPO's). k1: logp - ref."""
-    tis_cap: PositiveFloat | None = None
-    """Truncated importance sampling for a sampler that is not the policy (vLLM): each token's
-    loss weighted by min(pi_old / pi_sampler, tis_cap), pi_old the policy's own recomputed
-    probability at the weights that sampled (Yao et al., 2025). None: no correction."""
-
-    def __post_init__(self):
-        check_fields(self)  # clip_low < 1: the ratio's lower bound 1 - clip_low stays positive
 
 
 def kl_penalty(logprobs: Tensor, reference: Tensor, estimator: str) -> Tensor:

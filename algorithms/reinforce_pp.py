@@ -19,7 +19,8 @@ import math
 
 from torch import Tensor
 
-from algorithms.base import GroupSize, RLVRModule
+from algorithms.base import RLVRModule
+from algorithms.settings import GroupSize
 from rollout import distributed
 from rollout.batch import Rollouts
 

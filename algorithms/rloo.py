@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from algorithms.base import GroupSize, RLVRModule
+from algorithms.base import RLVRModule
+from algorithms.settings import GroupSize
 from rollout.batch import Rollouts
 
 

@@ -49,9 +49,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from algorithms.base import GroupSize
 from algorithms.grpo import GRPO
 from algorithms.hp_rlvr import next_token_hidden
+from algorithms.settings import GroupSize
 from rollout.batch import Rollouts, left_padded
 from rollout.decoding import eval_mode
 from rollout.ranges import PositiveFloat, PositiveInt, Probability, UnitInterval, check_fields

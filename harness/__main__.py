@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--list", action="store_true", help="print the ids of the runs selected, one a line, and run nothing"
     )
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="check the whole file, each task's and algorithm's class and arguments included, and run nothing "
+        "(--list reads the file alone, to answer at once)",
+    )
     run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     run.add_argument(
         "--algorithm", action="append", default=[], help="only this algorithm, by its name in the suite (repeatable)"
@@ -173,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     try:
-        benchmark = load_benchmark(args.config)
+        # --list needs only the file: the classes (and torch, Lightning) load when something runs
+        benchmark = load_benchmark(args.config, classes=not (args.command == "run" and args.list))
     except ConfigError as error:
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return 2
@@ -197,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "evaluate":
         return evaluate_checkpoints(benchmark, args)
-    from harness.driver import RunFilter, plan, run_benchmark
+    from harness.plan import RunFilter, plan
 
     only = RunFilter(args.suite, args.algorithm, args.seed, args.run)
     try:
@@ -207,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.list:
         print("\n".join(r.id for r in planned))
+        return 0
+    if args.check:
+        print(f"{args.config}: valid; runs selected: {len(planned)}")
         return 0
     if args.slurm:
         from harness.slurm import parse_params, submit
@@ -227,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if machine_refuses(list({id(r.suite): r.suite for r in planned}.values())):
         return 2
+    from harness.driver import run_benchmark
+
     run_benchmark(benchmark, args.results, only)
     return 0
 

@@ -28,14 +28,12 @@ from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-import torch
 import yaml
 
-from algorithms.base import EvalArgs, OptimArgs, RLVRModule, Schedule, UpdateArgs
-from harness.models import ModelArgs
-from rollout.decoding import SamplingArgs
+from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
+from harness.settings import ModelArgs
 from rollout.ranges import Distinct, NonNegativeFloat, PositiveInt, check_fields, violation
-from tasks.base import Task
+from rollout.settings import SamplingArgs
 
 SETTINGS = {
     "schedule": Schedule,
@@ -220,33 +218,56 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def class_spec(value: Any, where: str, base: type) -> ClassSpec:
+def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
+    """A task's or an algorithm's class path and init_args, checked as far as the file alone can be
+    (the module exists; an algorithm's overrides of the suite's settings), without importing it."""
     spec = build_dataclass(ClassSpec, value, where)
+    module, _, name = spec.class_path.rpartition(".")
     try:
-        cls = spec.resolve()
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r}") from None
-    if not (inspect.isclass(cls) and issubclass(cls, base)):
-        raise ConfigError(f"{where}.class_path: {spec.class_path} is not a {base.__name__}")
+        found = module and name and importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r}{_import_hint(module)}")
     if not isinstance(spec.init_args, dict):
         raise ConfigError(f"{where}.init_args: expected a mapping")
-    params = inspect.signature(cls.__init__).parameters
-    for key in spec.init_args:
-        if base is RLVRModule and key == "schedule":
+    for key in spec.init_args if algorithm else ():
+        if key == "schedule":
             raise ConfigError(
                 f"{where}.init_args.schedule: an algorithm cannot change its suite's schedule (a pair shares its steps "
                 "and prompts); put another budget in a suite of its own"
             )
-        if base is RLVRModule and key in SETTINGS:
-            build_dataclass(SETTINGS[key], spec.init_args[key], f"{where}.init_args.{key}")  # keys and types
-            continue  # the suite's settings, overridden for this algorithm
+        if key in SETTINGS:  # the suite's settings, overridden for this algorithm
+            build_dataclass(SETTINGS[key], spec.init_args[key], f"{where}.init_args.{key}")
+    return spec
+
+
+def _import_hint(module: str) -> str:
+    """Why a module of the user's may not be found: it must be importable from where the harness runs."""
+    if not module or module.split(".")[0] in ("algorithms", "tasks"):
+        return ""
+    return " (a module of your own must be importable: run from its folder, or add the folder to PYTHONPATH)"
+
+
+def check_class(spec: ClassSpec, where: str, base: type) -> type:
+    """Import the class and check it and its own init_args (names, types and declared ranges
+    against its constructor, then its `check_args`). Returns the class."""
+    try:
+        cls = spec.resolve()
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r} ({error})") from None
+    if not (inspect.isclass(cls) and issubclass(cls, base)):
+        raise ConfigError(f"{where}.class_path: {spec.class_path} is not a {base.__name__}")
+    algorithm = base.__name__ == "RLVRModule"
+    own = {k: v for k, v in spec.init_args.items() if not (algorithm and k in SETTINGS)}
+    params = inspect.signature(cls.__init__).parameters
+    for key in own:
         if key not in params or key in ("self", "policy", "tokenizer", "task", "seed", "base"):
             raise ConfigError(f"{where}.init_args.{key}: {cls.__name__} takes no argument {key!r}")
     try:
         hints = get_type_hints(cls.__init__, include_extras=True)
     except NameError:  # an annotation named only for type checkers: its arguments go unchecked by type
         hints = {}
-    own = {k: v for k, v in spec.init_args.items() if not (base is RLVRModule and k in SETTINGS)}
     for key, item in own.items():
         if key in hints:
             coerce(hints[key], item, f"{where}.init_args.{key}")
@@ -254,7 +275,7 @@ def class_spec(value: Any, where: str, base: type) -> ClassSpec:
         cls.check_args(own)
     except ValueError as error:
         raise field_error(f"{where}.init_args", error) from None
-    return spec
+    return cls
 
 
 SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "baseline", *SETTINGS}
@@ -272,14 +293,14 @@ def parse_suite(raw: Any, where: str) -> Suite:
     name = raw["name"]
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConfigError(f"{where}.name: use letters, digits, '.', '_' and '-' (got {name!r})")
-    task = class_spec(raw["task"], f"{where}.task", Task)
+    task = class_spec(raw["task"], f"{where}.task", algorithm=False)
     if not isinstance(raw["algorithms"], dict) or not raw["algorithms"]:
         raise ConfigError(f"{where}.algorithms: expected a non-empty mapping of name -> class_path/init_args")
     algorithms = {}
     for algo_name, spec in raw["algorithms"].items():
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(algo_name)):
             raise ConfigError(f"{where}.algorithms.{algo_name}: use letters, digits, '.', '_' and '-'")
-        algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", RLVRModule)
+        algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", algorithm=True)
     seeds = raw.get("seeds", [0])
     if (
         not isinstance(seeds, list)
@@ -335,11 +356,44 @@ def check_values(suite: Suite, where: str) -> None:
         )
     if t.cpu_offload and t.strategy != "fsdp":
         raise ConfigError(f"{where}.trainer.cpu_offload: offloads FSDP's shards; it needs strategy: fsdp")
-    if t.cpu_offload and (t.accelerator == "cpu" or (t.accelerator == "auto" and not torch.cuda.is_available())):
+    if t.cpu_offload and (t.accelerator == "cpu" or (t.accelerator == "auto" and not _cuda_available())):
         raise ConfigError(
             f"{where}.trainer.cpu_offload: moves FSDP's shards from an accelerator to host memory; without one they "
             "are there already"
         )
+    extras = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+    for name in t.loggers or []:
+        if name not in ("csv", *extras):
+            raise ConfigError(f"{where}.trainer.loggers: unknown logger {name!r} (use csv, tensorboard, wandb, mlflow)")
+        if name in extras and importlib.util.find_spec(extras[name]) is None:
+            raise ConfigError(f'{where}.trainer.loggers: {name} is not installed (pip install -e ".[{name}]")')
+    if suite.model.lora is not None:
+        if importlib.util.find_spec("peft") is None:
+            raise ConfigError(f'{where}.model.lora: needs PEFT (pip install -e ".[lora]")')
+        if suite.trainer.strategy == "fsdp":
+            raise ConfigError(f"{where}.model.lora: not with trainer.strategy: fsdp; use ddp (adapters are small)")
+    for key in ("train_file", "eval_file", "humaneval_file"):
+        path = suite.task.init_args.get(key)
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")
+
+
+def _cuda_available() -> bool:
+    import torch  # only when a setting depends on it: the file's own checks run without torch
+
+    return torch.cuda.is_available()
+
+
+def check_classes(suite: Suite, where: str) -> None:
+    """What needs the suite's classes imported: the task and each algorithm with its own
+    arguments, and how each algorithm's settings (its overrides applied) fit the task and trainer."""
+    from algorithms.base import RLVRModule
+    from tasks.base import Task
+
+    check_class(suite.task, f"{where}.task", Task)
+    for name, spec in suite.algorithms.items():
+        check_class(spec, f"{where}.algorithms.{name}", RLVRModule)
+    t = suite.trainer
     for name, spec in suite.algorithms.items():
         try:
             own, settings = suite.algorithm_settings(name)
@@ -394,21 +448,6 @@ def check_values(suite: Suite, where: str) -> None:
                 raise ConfigError(
                     f"{where}.sampling.chat: {suite.task.class_path} cannot prompt through a chat template"
                 )
-    extras = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
-    for name in t.loggers or []:
-        if name not in ("csv", *extras):
-            raise ConfigError(f"{where}.trainer.loggers: unknown logger {name!r} (use csv, tensorboard, wandb, mlflow)")
-        if name in extras and importlib.util.find_spec(extras[name]) is None:
-            raise ConfigError(f'{where}.trainer.loggers: {name} is not installed (pip install -e ".[{name}]")')
-    if suite.model.lora is not None:
-        if importlib.util.find_spec("peft") is None:
-            raise ConfigError(f'{where}.model.lora: needs PEFT (pip install -e ".[lora]")')
-        if suite.trainer.strategy == "fsdp":
-            raise ConfigError(f"{where}.model.lora: not with trainer.strategy: fsdp; use ddp (adapters are small)")
-    for key in ("train_file", "eval_file", "humaneval_file"):
-        path = suite.task.init_args.get(key)
-        if path is not None and not Path(path).is_file():
-            raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -432,6 +471,8 @@ def check_machine(suite: Suite, where: str) -> list[str]:
     """Refuse an accelerator this machine lacks, or more accelerators a node than it has; warn of
     more processes a node than CPU cores. Called where the runs execute (not on a machine that only
     submits them to SLURM). Returns the warnings, each one line."""
+    import torch
+
     t = suite.trainer
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if t.accelerator == "gpu" and not gpus:
@@ -477,7 +518,9 @@ _Loader.add_implicit_resolver(
 )
 
 
-def load_benchmark(path: str | Path) -> Benchmark:
+def load_benchmark(path: str | Path, classes: bool = True) -> Benchmark:
+    """The benchmark file, checked: first what the file alone says (without importing torch or
+    any task or algorithm: `--list` stops there), then, with `classes`, each suite's classes."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config: no such file: {path}")
@@ -498,5 +541,8 @@ def load_benchmark(path: str | Path) -> Benchmark:
     names = [s.name for s in suites]
     if len(set(names)) != len(names):
         raise ConfigError("suites: two suites share a name")
+    if classes:
+        for i, suite in enumerate(suites):
+            check_classes(suite, f"suites[{i}]")
     cache = Path(raw.get("cache_dir", ".cache"))
     return Benchmark(suites, cache if cache.is_absolute() else path.parent / cache)

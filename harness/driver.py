@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from lightning.pytorch.loggers import CSVLogger
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish, run_table
 from harness.models import load_policy, starting_weights, weights_recipe
+from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
 from harness.records import StepRecorder, records_frame, resume_point, run_name, write_json
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
@@ -54,58 +55,6 @@ class StepIndices(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> int:
         return index
-
-
-@dataclass
-class PlannedRun:
-    suite: Suite
-    algorithm: str
-    seed: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.suite.name}/{run_name(self.algorithm, self.seed)}"
-
-
-@dataclass
-class RunFilter:
-    """Which runs of a benchmark to run: each list empty means all; a run must match every
-    non-empty one. `runs` holds ids as `python -m harness run CONFIG --list` prints them."""
-
-    suites: list[str] = field(default_factory=list)
-    algorithms: list[str] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)
-
-
-def plan(benchmark: Benchmark, only: RunFilter | None = None) -> list[PlannedRun]:
-    """Every run of the benchmark in the order they run (suite, then seed, then algorithm), less
-    those `only` leaves out. A filter value that matches nothing in the file is a `ValueError`
-    naming the option, as is a selection that leaves no run."""
-    only = only or RunFilter()
-    every = [PlannedRun(s, a, seed) for s in benchmark.suites for seed in s.seeds for a in s.algorithms]
-    for option, wanted, present in (
-        ("--suite", only.suites, {r.suite.name for r in every}),
-        ("--algorithm", only.algorithms, {r.algorithm for r in every}),
-        ("--seed", only.seeds, {r.seed for r in every}),
-        ("--run", only.runs, {r.id for r in every}),
-    ):
-        unknown = [str(w) for w in wanted if w not in present]
-        if unknown:
-            raise ValueError(
-                f"{option}: {', '.join(unknown)} not in this benchmark (it has: {', '.join(sorted(map(str, present)))})"
-            )
-    chosen = [
-        r
-        for r in every
-        if (not only.suites or r.suite.name in only.suites)
-        and (not only.algorithms or r.algorithm in only.algorithms)
-        and (not only.seeds or r.seed in only.seeds)
-        and (not only.runs or r.id in only.runs)
-    ]
-    if not chosen:
-        raise ValueError("--suite/--algorithm/--seed/--run: no run of this benchmark matches all of them")
-    return chosen
 
 
 def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = None) -> None:

@@ -12,7 +12,7 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -21,78 +21,11 @@ from filelock import FileLock
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness.tiny import TinyConfig, save_tiny
-from rollout.lora import LoraArgs
-from rollout.ranges import NonNegativeInt, PositiveFloat, PositiveInt, UnitInterval, check_fields
+from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
+from harness.tiny import save_tiny
 from tasks.base import Problem, Task
 
 WARM_START_VERSION = 4  # bump when the warm-start recipe or its arithmetic changes, to invalidate caches
-
-
-@dataclass
-class WarmStartArgs:
-    """Supervised phase on (prompt, demonstration) pairs; loss on the completion only."""
-
-    steps: PositiveInt = 2000
-    batch_size: PositiveInt = 64
-    lr: PositiveFloat = 1e-3
-    min_lr_ratio: UnitInterval = 0.1
-    """Cosine decay ends at this fraction of `lr`, not at 0: RL then continues at a learning
-    rate below the one the warm start ended on, instead of re-warming out of a basin that a
-    decay to zero had settled into (which costs points before RL has done anything)."""
-    seed: int = 0
-    hindsight_fraction: UnitInterval = 0.0
-    """Share of examples laid out in HP-RLVR's hindsight format (algorithms.hp_rlvr), so that a
-    tiny model learns to read the privileged block. Every algorithm of a suite starts from the
-    same weights, so this is part of the suite's base model, not of HP-RLVR's run."""
-    hindsight_segments: PositiveInt = 4
-    hindsight_feedback: list[str] = field(default_factory=lambda: ["full"])
-    """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
-    per example: a base meant for the feedback ablation reads every mode it will be given."""
-
-    rl_only: NonNegativeInt = 0
-    """The first `rl_only` training problems are left to RL: the warm start (and a trained
-    vocabulary) never sees their demonstrations. With `schedule.prompt_pool: rl_only`, RL plays
-    only problems the policy was never shown solved, so what it gains there is not recall."""
-
-    def __post_init__(self):
-        check_fields(self)
-        modes = ("full", "outcome", "none")
-        if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
-            raise ValueError(
-                f"hindsight_feedback: expected a list of {', '.join(modes)} (got {self.hindsight_feedback})"
-            )
-
-
-@dataclass
-class ModelArgs:
-    preset: str | None = "tiny"
-    """'tiny' builds the embedded Qwen3 from `tiny`; None loads `path`."""
-    path: str | None = None
-    """A local directory that AutoModelForCausalLM / AutoTokenizer load (e.g. Qwen3-8B, or a run's
-    kept policy, `runs/<suite>/<run>/policy`). Given in a config, `preset` and `warm_start`
-    default to null: the weights start as they are."""
-    tiny: TinyConfig = field(default_factory=TinyConfig)
-    warm_start: WarmStartArgs | None = field(default_factory=WarmStartArgs)
-    """None: start RL from the weights as they are."""
-    dtype: str = "float32"
-    """The weights' storage type: float32, so that AdamW keeps every update (in bf16 an update of
-    1e-6 relative to a weight of 0.02 is below its resolution and is lost). bf16 compute is
-    `trainer.precision: bf16-mixed`."""
-    lora: LoraArgs | None = None
-    """Train low-rank adapters (PEFT) instead of every weight: `{r, alpha, dropout,
-    target_modules}` (`rollout.lora.LoraArgs`); None: full weights."""
-    gradient_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them
-    (transformers' gradient checkpointing): less memory for long rows, about a third more compute.
-    The training pass then runs every row whole (no shared-prompt pass, which needs a cache)."""
-
-    def __post_init__(self):
-        if self.dtype != "float32":
-            raise ValueError(
-                f"dtype: {self.dtype} weights under AdamW lose updates below its resolution; keep float32 and set "
-                "trainer.precision: bf16-mixed (float32 master weights, bf16 compute)"
-            )
 
 
 def load_policy(directory: str | Path, dtype: str = "float32"):

@@ -21,6 +21,19 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning_utilities.core.apply_func import apply_to_collection
 
+from harness.plan import run_name
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # Python has no getter before 3.13: set, read, restore
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+"""What `open` would give a new file: the harness's files are as readable as the user's umask says
+(a shared results folder is read by the group), not mkstemp's private 0600."""
+
 
 def write_atomic(path: Path, write) -> None:
     """Write through a temporary file of its own in the same folder, then rename: readers see the
@@ -32,6 +45,7 @@ def write_atomic(path: Path, write) -> None:
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -219,8 +233,3 @@ def publish_records(runs: list[Run], out_dir: Path) -> None:
     for index, name in ((1, "steps"), (2, "evaluations")):
         frames = [run[index].with_columns(run=pl.lit(label)) for label, run in zip(names, runs)]
         write_parquet(pl.concat(frames, how="diagonal_relaxed"), out_dir / PUBLISHED[index])
-
-
-def run_name(algorithm: str, seed: int) -> str:
-    """A run's folder in its suite's folder, and its name in the suite's records."""
-    return f"{algorithm}-seed{seed}"

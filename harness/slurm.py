@@ -13,7 +13,7 @@ import sys
 from itertools import groupby
 from pathlib import Path
 
-from harness.driver import PlannedRun
+from harness.plan import PlannedRun
 
 PARAMETERS = {"timeout_min": int, "cpus_per_task": int, "gpus_per_node": int, "mem_gb": float}
 """What `--slurm-param` may set besides `slurm_*` (any of submitit's SLURM parameters: partition,

@@ -10,43 +10,17 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from rollout.ranges import NonNegativeInt, PositiveInt, check_fields
+from harness.settings import TinyConfig
 
 PAD, EOS = "<|pad|>", "<|endoftext|>"
 CHARACTERS = [c for c in string.printable if c not in "\r\x0b\x0c"]  # 97: ASCII + space, \t, \n
-
-
-@dataclass(frozen=True)
-class TinyConfig:
-    """Shape of the embedded Qwen3. Defaults give about 0.4M parameters: small enough that a
-    100-step GRPO run fits a 2-core CPU, large enough to learn multi-digit arithmetic."""
-
-    hidden_size: PositiveInt = 128
-    intermediate_size: PositiveInt = 384
-    num_hidden_layers: PositiveInt = 3
-    num_attention_heads: PositiveInt = 4
-    num_key_value_heads: PositiveInt = 2
-    head_dim: PositiveInt = 32
-    max_position_embeddings: PositiveInt = 1024
-    init_seed: int = 0
-    vocabulary: NonNegativeInt = 0
-    """0: one token per character. N > 0: a BPE of N tokens trained on the task's own texts
-    (prompts and demonstrations), for tasks whose text is long and repetitive (ALFWorld's
-    observations: a turn is hundreds of characters, tens of such tokens). Merges never cross a
-    newline, so a line of text ends where a token ends."""
-    split_digits: bool = False
-    """With `vocabulary`: every digit stays a token of its own (as Qwen's tokenizer keeps them),
-    so a constant reads the same wherever it stands instead of fusing with the words around it."""
-
-    def __post_init__(self):
-        check_fields(self)
 
 
 def build_tokenizer(

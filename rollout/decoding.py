@@ -15,42 +15,15 @@ floating-point summation order (tested).
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor
 
 from rollout.batch import Problem, Rollouts, completed, concatenate, left_padded, position_ids, repeats_in_groups
 from rollout.cache import cache_argument, decoding_cache, returned_cache
-from rollout.prompting import ChatFormat, render
-from rollout.ranges import PositiveFloat, PositiveInt, Probability, check_fields
-
-
-@dataclass
-class SamplingArgs:
-    """How rollouts are drawn (evaluation is always greedy)."""
-
-    temperature: PositiveFloat = 1.0
-    """Evaluation is greedy whatever this is."""
-    top_p: Probability = 1.0
-    max_new_tokens: PositiveInt = 48
-    batch_size: PositiveInt = 512
-    """Rollouts per generate call; more rows than this are generated in chunks. Generation on a
-    small model is bound by the token-by-token loop, not the batch, so larger is faster."""
-    backend: Literal["ours", "vllm"] = "ours"
-    """ours: the KV-cached loop below, on the policy itself. vllm: vLLM's engine in the training
-    process (`rollout.vllm_engine`), the policy's weights pushed into it after every update."""
-    vllm_memory_share: Probability = 0.3
-    """vllm: the share of the accelerator's memory its engine may take (its
-    `gpu_memory_utilization`), the rest left to training. On a CPU, the most of the machine's
-    memory its KV cache may take (sized for one batch of `batch_size` rows at full length)."""
-    chat: ChatFormat | None = None
-    """Render each prompt through the tokenizer's chat template (a real instruction-tuned
-    checkpoint's format); None: the prompt as plain text."""
-
-    def __post_init__(self):
-        check_fields(self)
+from rollout.prompting import render
+from rollout.settings import SamplingArgs
 
 
 @contextmanager

@@ -13,48 +13,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
 import torch
 
-from rollout.ranges import PositiveFloat, PositiveInt, Range, check_fields
+from rollout.settings import LoraArgs
 
 ADAPTER = "default"  # PEFT's name for a model's one adapter
-
-
-@dataclass
-class LoraArgs:
-    """Low-rank adapters on the policy's linear layers (PEFT's LoraConfig)."""
-
-    r: PositiveInt = 16
-    """The adapters' rank."""
-    alpha: PositiveFloat = 32.0
-    """Their scale is alpha / r (PEFT's lora_alpha)."""
-    dropout: Annotated[float, Range(0, 1, high_open=True)] = 0.0
-    """Dropout on the adapters' input in every forward pass the policy makes (sampling included):
-    0 keeps sampling, scoring and vLLM's merged weights in agreement."""
-    target_modules: list[str] = field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
-    """Names of the linear layers that get adapters (every projection of Qwen3's decoder layers)."""
-
-    def __post_init__(self):
-        check_fields(self)
-        if not self.target_modules:
-            raise ValueError("target_modules: name at least one layer")
-
-    def config(self, base: str | None = None):
-        from peft import LoraConfig
-
-        return LoraConfig(
-            r=self.r,
-            lora_alpha=self.alpha,
-            lora_dropout=self.dropout,
-            target_modules=list(self.target_modules),
-            base_model_name_or_path=base,
-        )
 
 
 def add_adapters(model: torch.nn.Module, args: LoraArgs) -> torch.nn.Module:
