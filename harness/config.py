@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
@@ -243,10 +244,20 @@ def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
 
 
 def _import_hint(module: str) -> str:
-    """Why a module of the user's may not be found: it must be importable from where the harness runs."""
+    """Where a module of the user's was looked for."""
     if not module or module.split(".")[0] in ("algorithms", "tasks"):
         return ""
-    return " (a module of your own must be importable: run from its folder, or add the folder to PYTHONPATH)"
+    return f" (searched the working directory, PYTHONPATH and the benchmark file's folder, {sys.path[-1]})"
+
+
+def importable_beside(config: Path) -> None:
+    """Make the modules beside a benchmark file importable (an algorithm's or a task's file next to
+    the YAML), after the working directory and PYTHONPATH, so that they cannot shadow the project."""
+    folder = str(config.resolve().parent)
+    importlib.invalidate_caches()  # a module written since the last import attempt is seen
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.append(folder)
 
 
 def check_class(spec: ClassSpec, where: str, base: type) -> type:
@@ -537,6 +548,7 @@ def load_benchmark(path: str | Path, classes: bool = True) -> Benchmark:
             raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir, or x-... for anchors)")
     if not isinstance(raw["suites"], list) or not raw["suites"]:
         raise ConfigError("suites: expected a non-empty list")
+    importable_beside(path)
     suites = [parse_suite(s, f"suites[{i}]") for i, s in enumerate(raw["suites"])]
     names = [s.name for s in suites]
     if len(set(names)) != len(names):
