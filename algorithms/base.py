@@ -107,6 +107,9 @@ class RLVRModule(L.LightningModule):
         self.stage_peaks_mb: dict[str, float] = {}  # this step's, by stage
         self.records: list[dict[str, Any]] = []  # one row per step
         self.evaluations: list[dict[str, Any]] = []  # held-out accuracy, step 0 included
+        self.completions_per_step = 0  # the driver sets it (`trainer.completions`)
+        self.completions: list[dict[str, Any]] = []  # a sample of each step's rollouts, with their text
+        self.eval_completions: list[dict[str, Any]] = []  # every held-out completion of every evaluation
 
     @classmethod
     def check_args(cls, args: dict[str, Any]) -> None:
@@ -198,6 +201,8 @@ class RLVRModule(L.LightningModule):
             advantages, credit_stats = self.credit(trainable)
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)
+        if self.completions_per_step and distributed.rank() == 0:
+            self.completions += self.completion_rows(trainable, advantages)
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
@@ -223,6 +228,32 @@ class RLVRModule(L.LightningModule):
         )
         if self.rl_step >= self.schedule.steps:
             self.trainer.should_stop = True
+
+    def completion_rows(self, rollouts: Rollouts, advantages: Tensor) -> list[dict[str, Any]]:
+        """The first `completions_per_step` rollouts of this step (the first process's: its first
+        groups), with their text, verdicts and each generated token's advantage (and, where the
+        algorithm gives tokens weights of their own, as HP-RLVR does, those weights)."""
+        weights = rollouts.token_data.get("token_weights")
+        rows = []
+        for i in range(min(self.completions_per_step, len(rollouts))):
+            eligible = rollouts.eligible[i]
+            verdict = rollouts.verdicts[i]
+            rows.append(
+                {
+                    "step": self.rl_step + 1,
+                    "rollout": i,
+                    "problem": rollouts.problems[i].id,
+                    "prompt": rollouts.problems[i].prompt,
+                    "completion": rollouts.completions[i],
+                    "reward": verdict.reward,
+                    "feedback": verdict.feedback,
+                    "judged": verdict.judged,
+                    "tokens": self.tokenizer.convert_ids_to_tokens(rollouts.input_ids[i][eligible].tolist()),
+                    "token_advantages": advantages[i][eligible].float().tolist(),
+                    "token_weights": None if weights is None else weights[i][eligible].float().tolist(),
+                }
+            )
+        return rows
 
     def sample(self, problems: list[Problem], timing: dict[str, float]) -> Rollouts:
         """Stages 1-2: this process's rollouts of `problems`, verified. An algorithm that spends
@@ -408,14 +439,21 @@ class RLVRModule(L.LightningModule):
         world, rank = distributed.world_size(), distributed.rank()
         mine = problems[rank::world]
         rewards: list[float] = []
+        texts: list[tuple[str, str]] = []  # (completion, feedback)
         unjudged = 0
         with self.compute_precision(), gathered(self.policy):
             for i in range(0, len(mine), self.eval_args.batch_size):
                 chunk = self.task.rollout(self.engine, mine[i : i + self.eval_args.batch_size], 1, greedy=True)
                 verdicts = self.task.verify_all(chunk)
                 rewards += [v.reward for v in verdicts]
+                texts += [(c, v.feedback) for c, v in zip(chunk.completions, verdicts)]
                 unjudged += sum(not v.judged for v in verdicts)
         rewards = distributed.unstride(distributed.gather(rewards), len(problems))
+        texts = distributed.unstride(distributed.gather(texts), len(problems))
+        self.eval_completions += [
+            {"step": self.rl_step, "problem": p.id, "prompt": p.prompt, "completion": c, "reward": r, "feedback": f}
+            for p, (c, f), r in zip(problems, texts, rewards)
+        ]
         result = {
             "accuracy": sum(rewards) / max(len(rewards), 1),
             "rewards": rewards,  # an item the verifier could not judge counts as failed, and is counted:
@@ -520,6 +558,8 @@ class RLVRModule(L.LightningModule):
             # written in the background while later steps append
             "records": list(self.records),
             "evaluations": list(self.evaluations),
+            "completions": list(self.completions),
+            "eval_completions": list(self.eval_completions),
             # one entry per process (each draws its own samples); collective, as every process
             # builds the checkpoint and rank 0 writes it
             "rng": distributed.gather(
@@ -532,6 +572,8 @@ class RLVRModule(L.LightningModule):
         self.rl_step, self.wall_clock_s = state["rl_step"], state["wall_clock_s"]
         self.rollouts_total, self.records = state["rollouts_total"], state["records"]
         self.evaluations = state["evaluations"]
+        self.completions = state.get("completions", [])  # checkpoints from before they were kept
+        self.eval_completions = state.get("eval_completions", [])
         rng = state["rng"]
         if isinstance(rng, list):
             if len(rng) != distributed.world_size():

@@ -385,6 +385,7 @@ class HPRLVR(RLVRModule):
                 mean = masked_mean(weights, rollouts.eligible, -1, keepdim=True).clamp(min=1e-8)
                 weights = (weights / mean).clamp(max=self.rescale_clip) * rollouts.eligible
         advantages = weights * (rewards - baseline)[:, None]  # A_t = w_t (r - b(x))
+        rollouts.token_data["token_weights"] = weights  # kept beside the step's completions
         stats["credit/baseline_mean"] = float(baseline.mean())
         stats["credit/baseline_prompts"] = len(self.baseline.counts)
         stats["credit/weight_mean"] = float(masked_mean(weights, rollouts.eligible))

@@ -1,5 +1,5 @@
 """python -m harness run CONFIG [--results DIR] [--list] [filters] | evaluate CONFIG [--model PATH] |
-leaderboard DIR [--publish OUT] | across DIR | bench CONFIG | settings [--out FILE]"""
+leaderboard DIR [--publish OUT] | across DIR | bench CONFIG | show RUN | settings [--out FILE]"""
 
 from __future__ import annotations
 
@@ -113,10 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: each suite's grpo against TRL's GRPOTrainer on the same work (extra: bench)",
     )
+    show = commands.add_parser("show", help="print a run's kept completions: a step's rollouts, or an evaluation's")
+    show.add_argument("run", type=Path, help="a run's folder: RESULTS/SUITE/ALGORITHM-seedK")
+    show.add_argument("--step", type=int, help="the step (default: the last one kept)")
+    show.add_argument("--held-out", action="store_true", help="the evaluation's held-out completions instead")
+    show.add_argument("--limit", type=int, default=8, help="at most this many (default 8)")
     settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
     settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
     args = parser.parse_args(argv)
 
+    if args.command == "show":
+        from harness.show import show as shown
+
+        try:
+            print(shown(args.run, args.step, args.held_out, args.limit))
+        except (FileNotFoundError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
     if args.command == "settings":
         from harness.reference import write_reference
 

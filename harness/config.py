@@ -33,7 +33,7 @@ import yaml
 
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from harness.settings import ModelArgs
-from rollout.ranges import Distinct, NonNegativeFloat, PositiveInt, check_fields, violation
+from rollout.ranges import Distinct, NonNegativeFloat, NonNegativeInt, PositiveInt, check_fields, violation
 from rollout.settings import SamplingArgs
 
 SETTINGS = {
@@ -94,6 +94,13 @@ class TrainerArgs:
     WANDB_MODE (offline to log without a network); MLflow logs to MLFLOW_TRACKING_URI, by default
     a local store, `mlflow.db` (SQLite) beside the suites' folders (`mlflow ui --backend-store-uri
     sqlite:///runs/mlflow.db`). None: csv, and tensorboard where it is installed."""
+    completions: NonNegativeInt = 8
+    """Rollouts of each step kept with their text in `<run>/completions.parquet` (prompt, completion,
+    reward, feedback, each generated token's advantage, and HP-RLVR's token weights): the first
+    process's first rollouts, so a group-based algorithm's first group; 0: none. Every held-out
+    completion of every evaluation is kept too (`<run>/eval_completions.parquet`).
+    `python -m harness show RUN` prints them. Not a setting of the run's records: changing it
+    resumes a run."""
     checkpoint_every_s: NonNegativeFloat = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at
     its last step: a killed run loses at most about this much work. 0: after every step (on the

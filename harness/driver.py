@@ -159,6 +159,10 @@ def build_module(
     return module, weights
 
 
+NOT_IN_SPEC = ("checkpoint_every_s", "completions")
+"""Trainer settings no record depends on: a run resumes across a change of them."""
+
+
 def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
@@ -171,7 +175,7 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
         **{name: asdict(value) for name, value in settings.items()},
-        "trainer": {k: v for k, v in asdict(suite.trainer).items() if k != "checkpoint_every_s"},
+        "trainer": {k: v for k, v in asdict(suite.trainer).items() if k not in NOT_IN_SPEC},
     }
     return json.loads(json.dumps(spec, default=str))
 
@@ -256,6 +260,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
     preparation_s = time.perf_counter() - started
     suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_settings(algorithm)[0]
+    module.completions_per_step = suite.trainer.completions
     recorder = StepRecorder(run_dir, suite.trainer.checkpoint_every_s)
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
     if not resume and start_key in measured:

@@ -159,13 +159,25 @@ class StepRecorder(L.Callback):
                 last.rename(previous)
             staging.rename(last)
             shutil.rmtree(previous, ignore_errors=True)
-            self.write_records({"rlvr": {"records": module.records, "evaluations": module.evaluations}})
+            self.write_records(
+                {
+                    "rlvr": {
+                        "records": module.records,
+                        "evaluations": module.evaluations,
+                        "completions": module.completions,
+                        "eval_completions": module.eval_completions,
+                    }
+                }
+            )
         trainer.strategy.barrier()
 
     def write_records(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint["rlvr"]
         write_parquet(records_frame(state["records"]), self.run_dir / "metrics.parquet")
         write_parquet(records_frame(state["evaluations"]), self.run_dir / "eval.parquet")
+        for name in ("completions", "eval_completions"):
+            if state.get(name):
+                write_parquet(records_frame(state[name]), self.run_dir / f"{name}.parquet")
 
 
 def resume_point(run_dir: Path) -> Path | None:

@@ -154,7 +154,7 @@ def replaced(value, path: tuple[str, ...], new):
 
 
 # What a run's records do not depend on: a resumed run may differ here and still resume.
-NOT_COMPARED = {"trainer.checkpoint_every_s"}
+NOT_COMPARED = {"trainer.checkpoint_every_s", "trainer.completions"}
 
 
 def test_a_resumed_run_whose_any_one_setting_changed_starts_again(tmp_path):
@@ -193,6 +193,36 @@ def test_a_resumed_run_whose_any_one_setting_changed_starts_again(tmp_path):
     # the two the mutation run saw missed, and one of each group, are among those checked
     assert {"trainer.precision", "sampling.max_new_tokens"} <= set(checked)
     assert {p.split(".")[0] for p in checked} == {*SETTINGS, "trainer", "model"}
+
+
+def test_a_resumed_run_whose_algorithm_or_task_arguments_changed_starts_again(tmp_path):
+    """The algorithm's own init_args and the task's determine the records too. A model folder
+    (no warm start, whose recipe would name the task) isolates them: either changed alone, an
+    interrupted run is moved aside and started again, the change named by its path."""
+    from harness.config import ClassSpec
+    from harness.driver import prepare, run_spec
+
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (model / name).write_text("")
+    spec = suite("math", "tasks.math.MathTask")
+    spec["model"] = {"path": str(model)}
+    config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
+    (base,) = load_benchmark(config).suites
+    grpo, task = base.algorithms["grpo"], base.task
+    changes = {
+        "algorithm.init_args.group_size": {"algorithms": {"grpo": ClassSpec(grpo.class_path, {"group_size": 2})}},
+        "task.init_args.eval_size": {"task": ClassSpec(task.class_path, {**task.init_args, "eval_size": 10})},
+    }
+    for dotted, change in changes.items():
+        run_dir = tmp_path / "runs" / dotted / "grpo-seed0"
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "checkpoints" / "last.ckpt").write_text("")  # interrupted: it would resume
+        (run_dir / "spec.json").write_text(json.dumps(run_spec(base, "grpo", 0)))
+        said = []
+        assert prepare(run_dir, run_spec(dataclasses.replace(base, **change), "grpo", 0), said.append) == "start"
+        assert len(said) == 1 and f"({dotted}: " in said[0], said
 
 
 @pytest.mark.slow
