@@ -192,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"updated {args.readme}")
         return 0
 
+    results = getattr(args, "results", None)
+    if results is not None and results.exists() and not results.is_dir():
+        print(f"error: --results: {results} is a file; name a folder (it is created if missing)", file=sys.stderr)
+        return 2
     try:
         # --list needs only the file: the classes (and torch, Lightning) load when something runs
         benchmark = load_benchmark(args.config, classes=not (args.command == "run" and args.list))

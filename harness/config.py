@@ -18,10 +18,12 @@ is one line naming the field.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import inspect
 import os
+import pkgutil
 import re
 import sys
 from dataclasses import dataclass, field
@@ -236,7 +238,10 @@ def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r}{_import_hint(module)}")
+        raise ConfigError(
+            f"{where}.class_path: cannot import {spec.class_path!r}{_did_you_mean(module, _sibling_modules(module))}"
+            f"{_import_hint(module)}"
+        )
     if not isinstance(spec.init_args, dict):
         raise ConfigError(f"{where}.init_args: expected a mapping")
     for key in spec.init_args if algorithm else ():
@@ -248,6 +253,23 @@ def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
         if key in SETTINGS:  # the suite's settings, overridden for this algorithm
             build_dataclass(SETTINGS[key], spec.init_args[key], f"{where}.init_args.{key}")
     return spec
+
+
+def _sibling_modules(module: str) -> list[str]:
+    """The modules beside `module` in its package (what a typo of it was likely meant to be)."""
+    package, _, _ = module.rpartition(".")
+    try:
+        spec = importlib.util.find_spec(package) if package else None
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [f"{package}.{info.name}" for info in pkgutil.iter_modules(spec.submodule_search_locations)]
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(name, candidates, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _import_hint(module: str) -> str:
@@ -272,7 +294,12 @@ def check_class(spec: ClassSpec, where: str, base: type) -> type:
     against its constructor, then its `check_args`). Returns the class."""
     try:
         cls = spec.resolve()
-    except (ImportError, AttributeError, ValueError) as error:
+    except AttributeError:
+        module, _, name = spec.class_path.rpartition(".")
+        names = [n for n, v in vars(importlib.import_module(module)).items() if inspect.isclass(v)]
+        hint = _did_you_mean(name, names)
+        raise ConfigError(f"{where}.class_path: {module} has no {name!r}{hint}") from None
+    except (ImportError, ValueError) as error:
         raise ConfigError(f"{where}.class_path: cannot import {spec.class_path!r} ({error})") from None
     if not (inspect.isclass(cls) and issubclass(cls, base)):
         raise ConfigError(f"{where}.class_path: {spec.class_path} is not a {base.__name__}")

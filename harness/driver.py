@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 import lightning as L
+import polars as pl
 import torch
 from filelock import FileLock, Timeout
 from lightning.pytorch.callbacks import TQDMProgressBar
@@ -265,7 +266,12 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     start_key, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
     if not resume and start_key in measured:
         module.evaluations = [{"step": 0, **measured[start_key]}]
-    say(f"{'resuming' if resume else 'starting'} from {weights}")
+    if resume:
+        metrics = run_dir / "metrics.parquet"  # written from the last checkpoint: its steps are the checkpoint's
+        done = pl.scan_parquet(metrics).select(pl.len()).collect().item() if metrics.exists() else 0
+        say(f"resuming after step {done} of {suite.settings['schedule'].steps}, from {resume_point(run_dir)}")
+    else:
+        say(f"starting from {weights}")
     memory = memory_estimate(suite, module)
     parts = ", ".join(f"{k.replace('_', ' ')} {fmt_mb(v)}" for k, v in memory.items() if k != "total" and v)
     say(f"memory estimate per process: {fmt_mb(memory['total'])} ({parts}; the runtime itself not counted)")

@@ -54,6 +54,16 @@ CASES = [
     ),
     ("not an algorithm", mutate("algorithms.grpo.class_path", "tasks.math.MathTask"), "is not a RLVRModule"),
     (
+        "module typo",
+        mutate("algorithms.grpo.class_path", "algorithms.grpoo.GRPO"),
+        "cannot import 'algorithms.grpoo.GRPO' (did you mean 'algorithms.grpo'?)",
+    ),
+    (
+        "class typo",
+        mutate("algorithms.grpo.class_path", "algorithms.grpo.GPRO"),
+        "class_path: algorithms.grpo has no 'GPRO' (did you mean 'GRPO'?)",
+    ),
+    (
         "unknown algorithm argument",
         mutate("algorithms.grpo.init_args", {"groupsize": 4}),
         "init_args.groupsize: GRPO takes no argument",

@@ -185,7 +185,7 @@ def test_checkpoints_wait_for_their_interval_but_never_skip_the_last_step(tmp_pa
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path, monkeypatch):
+def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path, monkeypatch, capsys):
     from algorithms.base import RLVRModule
 
     def run(results, crash_after=None):
@@ -217,8 +217,14 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
     assert pl.read_parquet(run_dir / "metrics.parquet")["step"].to_list() == [1, 2]
     assert not (run_dir / "run.json").exists()
     monkeypatch.setattr(RLVRModule, "training_step", original)
+    capsys.readouterr()
     assert run(tmp_path / "resumed") == 0
+    assert f"resuming after step 2 of 4, from {run_dir / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
     straight = pl.read_parquet(tmp_path / "straight" / "r" / "grpo-seed0" / "metrics.parquet")
+    for kept in ("completions.parquet", "eval_completions.parquet"):  # carried in the checkpoint
+        assert pl.read_parquet(run_dir / kept).equals(
+            pl.read_parquet(tmp_path / "straight" / "r" / "grpo-seed0" / kept)
+        )
     resumed = pl.read_parquet(run_dir / "metrics.parquet")
     assert resumed["step"].to_list() == [1, 2, 3, 4]
     # identical training: same samples, rewards and gradients (timings differ, of course)
