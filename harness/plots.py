@@ -10,14 +10,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from harness.records import Run, write_atomic  # noqa: E402
+
+STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+"""Each algorithm's line style and marker besides its colour: curves that coincide (two algorithms
+that learned nothing) still show as two."""
 
 
 def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     algorithms = sorted({info["algorithm"] for info, _, _ in runs})
     colour = {a: f"C{i}" for i, a in enumerate(algorithms)}
+    style = {a: STYLES[i % len(STYLES)] for i, a in enumerate(algorithms)}
     written = []
 
     # Columns: the same curves against step, wall-clock and rollouts spent (the paper's claim is
@@ -41,16 +48,22 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
                 axes[1, col].plot(x_a, a, color=c, alpha=0.25, lw=0.8)
             if same_shape:  # mean over seeds, bold
                 label = f"{algorithm} (mean of {len(mine)})"
-                axes[0, col].plot(mean(xs), mean(reward), color=c, lw=2, label=label)
-                axes[1, col].plot(mean(eval_xs), mean(accuracy), "o-", color=c, lw=2, label=label)
+                line, marker = style[algorithm]
+                axes[0, col].plot(mean(xs), mean(reward), color=c, lw=2, ls=line, label=label)
+                axes[1, col].plot(mean(eval_xs), mean(accuracy), color=c, lw=2, ls=line, marker=marker, label=label)
                 if band:  # the held-out evaluation's own 95% interval
                     axes[1, col].fill_between(mean(eval_xs), *band, color=c, alpha=0.12, lw=0)
     for col, (_, x_label) in enumerate(axes_x):
         for row, y_label in enumerate(["training reward (10-step mean)", "held-out accuracy, greedy (%)"]):
             axes[row, col].set_xlabel(x_label), axes[row, col].set_ylabel(y_label), axes[row, col].grid(alpha=0.3)
-    axes[1, 0].legend(fontsize=8)
+            if col != 1:  # steps and rollouts are counts
+                axes[row, col].xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    handles.append(Patch(color="grey", alpha=0.25, lw=0))
+    labels.append("shaded: held-out accuracy's 95% interval (exact binomial, problems pooled over seeds)")
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8, frameon=False)
     fig.suptitle(f"{suite_dir.name}: bold = mean over seeds, faint = each seed")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.02 + 0.03 * ((len(labels) + 2) // 3), 1, 1))
     written.append(save(fig, suite_dir / "curves.png"))
 
     fig, ax = plt.subplots(figsize=(11, 4))
@@ -58,7 +71,13 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
         c = colour[info["algorithm"]]
         norms = metrics.select("step", pl.col("grad_norms")).explode("grad_norms")
         ax.scatter(
-            norms["step"], norms["grad_norms"], s=6, color=c, alpha=0.5, label=f"{info['algorithm']} s{info['seed']}"
+            norms["step"],
+            norms["grad_norms"],
+            s=8,
+            color=c,
+            marker=style[info["algorithm"]][1],
+            alpha=0.5,
+            label=f"{info['algorithm']} s{info['seed']}",
         )
         zeros = norms.filter(pl.col("grad_norms") == 0.0)
         if zeros.height:
@@ -71,6 +90,7 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
                 label=f"{info['algorithm']} zero ({zeros.height})",
             )
     ax.set_xlabel("step"), ax.set_ylabel("gradient norm before clipping (every update)"), ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"{suite_dir.name}: gradient-norm records (x = exactly zero)")
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
