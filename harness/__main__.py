@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
         help="check the whole file, each task's and algorithm's class and arguments included, and run nothing "
         "(--list reads the file alone, to answer at once)",
     )
+    run.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check the file end to end in about a minute a suite: every selected run for 3 steps, 16 held-out "
+        "problems, on a cached or 20-step warm start, in a scratch folder (it measures nothing)",
+    )
     run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     run.add_argument(
         "--algorithm", action="append", default=[], help="only this algorithm, by its name in the suite (repeatable)"
@@ -257,6 +263,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from harness.driver import run_benchmark
 
+    if args.smoke:
+        import tempfile
+
+        from harness.plan import smoke
+
+        scratch = Path(tempfile.mkdtemp(prefix="rlvr-smoke-"))
+        run_benchmark(smoke(benchmark), scratch, only)
+        print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
+        return 0
     run_benchmark(benchmark, args.results, only)
     return 0
 

@@ -4,6 +4,7 @@ purpose: `--list` answers from this and the benchmark file alone."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from harness.config import Benchmark, Suite
@@ -64,3 +65,30 @@ def plan(benchmark: Benchmark, only: RunFilter | None = None) -> list[PlannedRun
     if not chosen:
         raise ValueError("--suite/--algorithm/--seed/--run: no run of this benchmark matches all of them")
     return chosen
+
+
+SMOKE_STEPS, SMOKE_HELD_OUT, SMOKE_WARM_START = 3, 16, 20
+
+
+def smoke(benchmark: Benchmark) -> Benchmark:
+    """The benchmark cut to a check of itself end to end: each suite for SMOKE_STEPS steps, its
+    evaluations on the first SMOKE_HELD_OUT held-out problems, on its own warm start where that
+    is cached and on a SMOKE_WARM_START-step one otherwise. It measures nothing: a base that short
+    solves almost nothing, and most of its updates carry no gradient."""
+    from harness.models import weights_recipe
+
+    suites = []
+    for suite in benchmark.suites:
+        settings = dict(suite.settings)
+        steps = min(SMOKE_STEPS, settings["schedule"].steps)
+        settings["schedule"] = dataclasses.replace(settings["schedule"], steps=steps)
+        limit = min(SMOKE_HELD_OUT, settings["evaluation"].limit or SMOKE_HELD_OUT)
+        settings["evaluation"] = dataclasses.replace(settings["evaluation"], every=steps, limit=limit)
+        model = suite.model
+        recipe = weights_recipe(model, suite.task_key())
+        cached = recipe is not None and (benchmark.cache_dir / "policies" / recipe[1] / "recipe.json").exists()
+        if model.warm_start is not None and not cached:
+            short = dataclasses.replace(model.warm_start, steps=min(SMOKE_WARM_START, model.warm_start.steps))
+            model = dataclasses.replace(model, warm_start=short)
+        suites.append(dataclasses.replace(suite, settings=settings, model=model))
+    return dataclasses.replace(benchmark, suites=suites)
