@@ -510,6 +510,8 @@ class RLVRModule(L.LightningModule):
         return trainer.precision_plugin.forward_context() if trainer is not None else nullcontext()
 
     def configure_model(self) -> None:
+        if hasattr(self.engine, "precision"):  # vLLM's: built later, in the run's compute dtype
+            self.engine.precision = self.trainer.precision
         strategy = self.trainer.strategy
         if isinstance(strategy, FSDP2) and not is_sharded(self.policy):
             strategy.shard(self.policy)

@@ -70,6 +70,9 @@ class VLLMEngine:
     def __init__(self, model, tokenizer, sampling: SamplingArgs, directory: str | Path, seed: int = 0):
         self.model, self.tokenizer, self.sampling = model, tokenizer, sampling
         self.directory, self.seed = str(directory), seed
+        self.precision = "32-true"
+        """The run's `trainer.precision`, which the module sets before the engine is built: the
+        engine samples in the dtype the policy recomputes in."""
         self._prompt_ids: dict[str, list[int]] = {}
 
     @cached_property
@@ -105,9 +108,9 @@ class VLLMEngine:
             launch = {"distributed_executor_backend": "external_launcher", "tensor_parallel_size": 1}
         llm = LLM(
             model=self.directory,
-            # bf16 on a GPU, as samplers serve (the mismatch with the policy is recorded each step;
-            # `update.tis_cap` corrects for it); the policy's float32 on a CPU
-            dtype="bfloat16" if torch.cuda.is_available() else str(model.dtype).removeprefix("torch."),
+            # the run's compute dtype, so that the sampler and the policy's recomputation agree (the
+            # mismatch left is recorded each step; `update.tis_cap` corrects for it)
+            dtype="bfloat16" if self.precision == "bf16-mixed" else "float32",
             seed=self.seed + distributed.rank(),
             logprobs_mode="processed_logprobs",
             enable_prefix_caching=True,
