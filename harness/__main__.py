@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--smoke",
         action="store_true",
-        help="check the file end to end in about a minute a suite: every selected run for 3 steps, 16 held-out "
+        help="check the file end to end in a minute or two a suite: every selected run for 3 steps, 16 held-out "
         "problems, on a cached or 20-step warm start, in a scratch folder (it measures nothing)",
     )
     run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
