@@ -55,6 +55,24 @@ SURVIVORS = [
 ENGINE_PIN, BOARD_PIN, DRIVER_PIN, MATH_PIN, CODE_PIN, GRPO_PIN, ALFWORLD_PIN, HP_PIN, UPDATE_PIN = (
     [t] for t in SURVIVORS
 )
+# #34's new code (the vLLM engine, FSDP2, the driver's resume check, the settings' declared ranges
+# and the config's checks, the zoo's algorithms): each mutant runs the test files of its own area
+VLLM_TESTS = (  # the engine's fast tests, in file order (a second engine must come after the shared one's)
+    "test_greedy_rollouts_equal_ours_before_and_after_an_optimizer_step",
+    "test_sampled_logprobs_agree_with_the_policys_and_groups_draw_apart",
+    "test_an_eos_ends_a_vllm_rollout_as_it_ends_ours",
+    "test_a_top_p_below_the_second_tokens_share_samples_the_greedy_rollouts",
+    "test_each_request_carries_a_seed_drawn_from_the_runs_rng",
+    "test_a_turn_ends_at_its_own_stop_tokens",
+    "test_a_lora_policy_reaches_the_engine_merged",
+)
+VLLM = [f"tests/test_vllm.py::{name}" for name in VLLM_TESTS]
+FSDP = ["tests/test_fsdp.py"]
+DRIVER = ["tests/test_driver.py"]
+RANGES = ["tests/test_settings.py"]
+CONFIG = ["tests/test_settings.py", "tests/test_config.py"]
+ZOO = ["tests/test_zoo.py", "tests/test_loss_trl.py"]
+SDPO = ["tests/test_sdpo.py"]
 STOPS = ("\\nclass", "\\ndef", "\\n#", "\\nif", "\\nprint")  # as tasks/code.py spells them
 
 
@@ -386,12 +404,17 @@ MUTANTS = [
     (
         "hp-rlvr: baseline sees the current reward",
         "algorithms/hp_rlvr.py",
+        # the baseline read after this step's judged rewards went into the tracker
         "        baseline = self.baseline(prompt_ids).to(rewards.device)  # before this step's rewards are seen\n"
-        "        # every process keeps the same tracker: it learns from the whole step's rollouts\n"
-        "        gathered = distributed.gather((prompt_ids, rewards))\n"
-        "        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))\n",
-        "        gathered = distributed.gather((prompt_ids, rewards))\n"
-        "        self.baseline.update([i for ids, _ in gathered for i in ids], torch.cat([r for _, r in gathered]))\n"
+        "        # every process keeps the same tracker: it learns from the whole step's judged rollouts\n"
+        "        gathered = distributed.gather((prompt_ids, rewards, rollouts.judged.cpu()))\n"
+        "        judged_ids = [i for ids, _, ok in gathered for i, keep in zip(ids, ok.tolist()) if keep]\n"
+        "        if judged_ids:\n"
+        "            self.baseline.update(judged_ids, torch.cat([r.cpu()[ok] for _, r, ok in gathered]))\n",
+        "        gathered = distributed.gather((prompt_ids, rewards, rollouts.judged.cpu()))\n"
+        "        judged_ids = [i for ids, _, ok in gathered for i, keep in zip(ids, ok.tolist()) if keep]\n"
+        "        if judged_ids:\n"
+        "            self.baseline.update(judged_ids, torch.cat([r.cpu()[ok] for _, r, ok in gathered]))\n"
         "        baseline = self.baseline(prompt_ids).to(rewards.device)\n",
         ALGORITHMS,
     ),
@@ -750,8 +773,8 @@ MUTANTS = [
     (
         "pin: driver: trainer precision not compared on resume",
         "harness/driver.py",
-        'if k != "checkpoint_every_s"}',
-        'if k not in ("checkpoint_every_s", "precision")}',
+        "if k not in NOT_IN_SPEC}",
+        'if k not in (*NOT_IN_SPEC, "precision")}',
         DRIVER_PIN,
     ),
     (
@@ -820,6 +843,300 @@ MUTANTS = [
         "chunks = list(groups.view(args.minibatches, -1).unbind())",
         "chunks = list(groups.flatten().view(-1, args.minibatches).T.unbind())",
         UPDATE_PIN,
+    ),
+    # #34's new code: the vLLM engine
+    (
+        "vllm: no weights pushed after an update",
+        "rollout/vllm_engine.py",
+        "            reload(self.llm, self.model)\n",
+        "            pass\n",
+        VLLM,
+    ),
+    (
+        "vllm: sampled at T = 1",
+        "rollout/vllm_engine.py",
+        "temperature=0.0 if greedy else self.sampling.temperature,",
+        "temperature=0.0 if greedy else 1.0,",
+        VLLM,
+    ),
+    (
+        "vllm: top-p not passed",
+        "rollout/vllm_engine.py",
+        "top_p=1.0 if greedy else self.sampling.top_p,",
+        "top_p=1.0,",
+        VLLM,
+    ),
+    (
+        "vllm: request seeds from the engine's own stream, not the run's RNG",
+        "rollout/vllm_engine.py",
+        "seed=int(torch.randint(2**31 - 1, ())),",
+        "seed=None,",
+        VLLM,
+    ),
+    (
+        "vllm: log-probs before the temperature",
+        "rollout/vllm_engine.py",
+        'logprobs_mode="processed_logprobs",',
+        'logprobs_mode="raw_logprobs",',
+        VLLM,
+    ),
+    (
+        "vllm: a turn stopped at EOS only, not at its stop tokens",
+        "rollout/vllm_engine.py",
+        "stop_token_ids=list(stop_ids),",
+        "stop_token_ids=[self.tokenizer.eos_token_id],",
+        VLLM,
+    ),
+    # FSDP2
+    (
+        "fsdp: the trunk called without gathering the root unit",
+        "rollout/sharding.py",
+        'return getattr(model, "rlvr_trunk", None) or model.base_model',
+        "return model.base_model",
+        FSDP,
+    ),
+    (
+        "fsdp: decoder layers not units of their own",
+        "rollout/sharding.py",
+        "        for layer in model.base_model.layers:\n            fully_shard(layer, **options)\n",
+        "",
+        FSDP,
+    ),
+    (
+        "fsdp: bf16-mixed gathers float32",
+        "rollout/sharding.py",
+        'bf16 = str(self.precision_plugin.precision).startswith("bf16")',
+        "bf16 = False",
+        FSDP,
+    ),
+    (
+        "fsdp: the engine gets each process's shard, not the whole tensor",
+        "rollout/sharding.py",
+        "(tensor.full_tensor() if isinstance(tensor, DTensor) else tensor)",
+        "(tensor.to_local() if isinstance(tensor, DTensor) else tensor)",
+        FSDP,
+    ),
+    # the driver: what makes a run start again rather than resume, and the run plan
+    (
+        "driver-resume: the algorithm's own arguments not compared on resume",
+        "harness/driver.py",
+        '"algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},',
+        '"algorithm": {"class_path": suite.algorithms[algorithm].class_path},',
+        DRIVER,
+    ),
+    (
+        "driver-resume: the task's arguments not compared on resume",
+        "harness/driver.py",
+        '"task": suite.task_key(),',
+        '"task": suite.task.class_path,',
+        DRIVER,
+    ),
+    (
+        "driver-resume: a finished run kept whatever its settings",
+        "harness/driver.py",
+        "        if before != spec:\n",
+        '        if before != spec and not (run_dir / "run.json").exists():\n',
+        DRIVER,
+    ),
+    (
+        "driver-resume: a changed setting named without its parents",
+        "harness/driver.py",
+        'out += changed_settings(a, b, f"{prefix}{key}.")',
+        'out += changed_settings(a, b, f"{key}.")',
+        DRIVER,
+    ),
+    (
+        "driver-plan: runs planned algorithm by algorithm, not seed by seed",
+        "harness/plan.py",
+        "for s in benchmark.suites for seed in s.seeds for a in s.algorithms]",
+        "for s in benchmark.suites for a in s.algorithms for seed in s.seeds]",
+        DRIVER,
+    ),
+    # declared ranges
+    (
+        "ranges: open and closed low ends swapped",
+        "rollout/ranges.py",
+        "not (value > self.low if self.low_open else value >= self.low)",
+        "not (value >= self.low if self.low_open else value > self.low)",
+        RANGES,
+    ),
+    (
+        "ranges: an open high end taken as closed",
+        "rollout/ranges.py",
+        "(value < self.high if self.high_open else value <= self.high)",
+        "value <= self.high",
+        RANGES,
+    ),
+    (
+        "ranges: an optional value not checked",
+        "rollout/ranges.py",
+        "return violation(arms[0], value) if len(arms) == 1 else None",
+        "return None",
+        RANGES,
+    ),
+    (
+        "ranges: a list's entries not checked",
+        "rollout/ranges.py",
+        "if origin in (list, tuple) and isinstance(value, (list, tuple)):",
+        "if origin is tuple and isinstance(value, (list, tuple)):",
+        RANGES,
+    ),
+    (
+        "ranges: Distinct compares neighbours only",
+        "rollout/ranges.py",
+        "if isinstance(mark, Distinct) and len(set(value)) != len(value):",
+        "if isinstance(mark, Distinct) and any(a == b for a, b in zip(value, value[1:])):",
+        RANGES,
+    ),
+    (
+        "ranges: True taken for the number 1",
+        "rollout/ranges.py",
+        "if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):",
+        "if not isinstance(value, (int, float)) or math.isnan(value):",
+        RANGES,
+    ),
+    # the config's checks
+    (
+        "config: an Annotated hint's type not coerced",
+        "harness/config.py",
+        "        value = coerce(get_args(hint)[0], value, where)\n",
+        "",
+        CONFIG,
+    ),
+    (
+        "config: YAML 1.2 floats need a dot",
+        "harness/config.py",
+        r"(?:\.[0-9_]*)?[eE]",
+        r"\.[0-9_]*[eE]",
+        CONFIG,
+    ),
+    (
+        "config: a key repeated only when it follows itself",
+        "harness/config.py",
+        "            seen.add(key)\n",
+        "            seen = {key}\n",
+        CONFIG,
+    ),
+    (
+        "config: a bool taken for a seed",
+        "harness/config.py",
+        "not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)",
+        "not all(isinstance(s, int) for s in seeds)",
+        CONFIG,
+    ),
+    (
+        "config: a sentencepiece tokenizer (tokenizer.model) refused",
+        "harness/config.py",
+        "if not any((folder / name).is_file() for name in TOKENIZER_FILES):",
+        'if not (folder / "tokenizer.json").is_file():',
+        CONFIG,
+    ),
+    (
+        "config: more GPUs than the machine has, under accelerator auto",
+        "harness/config.py",
+        'if t.accelerator != "cpu" and gpus and t.devices > gpus:',
+        'if t.accelerator == "gpu" and gpus and t.devices > gpus:',
+        CONFIG,
+    ),
+    # the zoo: Dr. GRPO, REINFORCE++, RLOO, SDPO
+    (
+        "zoo: dr-grpo: each rollout's own length, not a constant",
+        "algorithms/dr_grpo.py",
+        'update_overrides = {"loss_aggregation": "constant"}',
+        'update_overrides = {"loss_aggregation": "sequence-mean"}',
+        ZOO,
+    ),
+    (
+        "zoo: dr-grpo: constant divisor the batch's width, not max_new_tokens",
+        "algorithms/base.py",
+        "max_tokens=args.max_tokens or self.sampling.max_new_tokens,",
+        "max_tokens=args.max_tokens or batch.eligible.shape[1],",
+        ZOO,
+    ),
+    (
+        "zoo: dr-grpo: update.max_tokens ignored",
+        "algorithms/base.py",
+        "max_tokens=args.max_tokens or self.sampling.max_new_tokens,",
+        "max_tokens=self.sampling.max_new_tokens,",
+        ZOO,
+    ),
+    (
+        "zoo: reinforce++: sample variance, not the population's",
+        "algorithms/reinforce_pp.py",
+        "variance = distributed.total(float(((advantages - mean).pow(2) * mask).sum())) / count",
+        "variance = distributed.total(float(((advantages - mean).pow(2) * mask).sum())) / max(count - 1, 1.0)",
+        ZOO,
+    ),
+    (
+        "zoo: reinforce++: scaled without centring",
+        "algorithms/reinforce_pp.py",
+        "return (advantages - mean) / math.sqrt(max(variance, 1e-8)) * mask",
+        "return advantages / math.sqrt(max(variance, 1e-8)) * mask",
+        ZOO,
+    ),
+    (
+        "zoo: reinforce++: whitening counts this process's tokens only",
+        "algorithms/reinforce_pp.py",
+        "count = max(distributed.total(float(mask.sum())), 1.0)",
+        "count = max(float(mask.sum()), 1.0)",
+        ZOO,
+    ),
+    (
+        "zoo: rloo: the others' mean over G, not G - 1",
+        "algorithms/rloo.py",
+        "/ (rewards.shape[-1] - 1)",
+        "/ rewards.shape[-1]",
+        ZOO,
+    ),
+    (
+        "zoo: rloo: a token ratio, not the sequence's",
+        "algorithms/rloo.py",
+        '"ratio_level": "sequence-product"',
+        '"ratio_level": "token"',
+        ZOO,
+    ),
+    (
+        "zoo: rloo: token-mean, not a mean over rollouts",
+        "algorithms/rloo.py",
+        '"loss_aggregation": "sequence-mean"',
+        '"loss_aggregation": "token-mean"',
+        ZOO,
+    ),
+    (
+        "zoo: sdpo: the group's last success shown, not its first",
+        "algorithms/sdpo.py",
+        "solution = successes[0] if successes else None",
+        "solution = successes[-1] if successes else None",
+        SDPO,
+    ),
+    ("zoo: sdpo: blank feedback shown", "algorithms/sdpo.py", 'and feedback.strip() != ""', 'and feedback != ""', SDPO),
+    (
+        "zoo: sdpo: the teacher scores at T = 1",
+        "algorithms/sdpo.py",
+        "realized[at][None], self.sampling.temperature)[0]",
+        "realized[at][None])[0]",
+        SDPO,
+    ),
+    (
+        "zoo: sdpo: EMA rate applied to the teacher's side",
+        "algorithms/sdpo.py",
+        "target.mul_(1.0 - rate).add_(source, alpha=rate)",
+        "target.mul_(rate).add_(source, alpha=1.0 - rate)",
+        SDPO,
+    ),
+    (
+        "zoo: sdpo: the base teacher drifts as an EMA",
+        "algorithms/sdpo.py",
+        '        if self.teacher_model_kind == "ema":\n            optimizers[0]',
+        "        if self.teacher is not None:\n            optimizers[0]",
+        SDPO,
+    ),
+    (
+        "zoo: sdpo: distillation loss a token-mean, not a mean over rollouts",
+        "algorithms/sdpo.py",
+        "return masked_mean(per_token, distilled, -1).mean(), masked_mean",
+        "return masked_mean(per_token, distilled), masked_mean",
+        SDPO,
     ),
 ]
 

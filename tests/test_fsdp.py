@@ -16,10 +16,61 @@ ALGORITHMS = {
     "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}},
     "ppo": {"class_path": "algorithms.ppo.PPO", "init_args": {"value_trunk_gradient": False}},
 }
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support"),
-]
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support")
+
+
+def shard_on_two_processes(rank: int, store: str, directory: str) -> None:
+    """One of two gloo processes: the tiny model sharded as `FSDP2.shard` shards it, at each
+    precision, against an unsharded copy of the same weights."""
+    import types
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FSDPModule
+
+    from harness.models import load_policy
+    from rollout.sharding import FSDP2, full_weights, trunk
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("data_parallel",))
+        ids = torch.tensor([[5, 9, 3, 7, 2, 11]])
+        for precision, dtype in (("32-true", torch.float32), ("bf16-mixed", torch.bfloat16)):
+            model, _ = load_policy(directory)
+            whole = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+            plain, _ = load_policy(directory)
+            for p in plain.parameters():  # the weights as bf16-mixed gathers them; buffers as they are
+                p.data = p.data.to(dtype)
+            strategy = types.SimpleNamespace(
+                device_mesh={"data_parallel": mesh},
+                precision_plugin=types.SimpleNamespace(precision=precision),
+                cpu_offload=False,
+            )
+            FSDP2.shard(strategy, model)
+            # each decoder layer a unit of its own, gathered only for its own forward and backward
+            assert isinstance(model, FSDPModule)
+            assert all(isinstance(layer, FSDPModule) for layer in model.base_model.layers)
+            assert all(p.to_local().numel() < p.numel() for p in model.base_model.layers.parameters())
+            # the trunk gathers the root unit and computes at the run's precision, as the whole model does
+            with torch.no_grad():
+                hidden = trunk(model)(input_ids=ids).last_hidden_state
+                expected = plain.base_model(input_ids=ids).last_hidden_state
+            assert hidden.dtype == dtype, (precision, hidden.dtype)
+            torch.testing.assert_close(hidden, expected, rtol=0, atol=0)
+            # what the vLLM engine is pushed: every tensor whole, as the unsharded model holds it
+            pushed = dict(full_weights(model))
+            assert list(pushed) == list(whole)
+            for name, tensor in whole.items():
+                assert torch.equal(pushed[name], tensor), (precision, name)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_fsdp2_shards_each_layer_computes_at_its_precision_and_gathers_whole_weights(tmp_path, tiny_dir):
+    """Two processes (gloo) without Lightning: `FSDP2.shard` makes each decoder layer a unit and
+    the root the rest; the trunk computes exactly what the unsharded model computes, in bf16 under
+    bf16-mixed; `full_weights` gives each tensor whole (what vLLM is pushed), not this process's shard."""
+    torch.multiprocessing.spawn(shard_on_two_processes, args=(str(tmp_path / "store"), str(tiny_dir)), nprocs=2)
 
 
 class CrashingParity(PromptParityReward):
@@ -76,6 +127,7 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return AutoModelForCausalLM.from_pretrained(run_dir / "policy").state_dict()
 
 
+@pytest.mark.slow
 def test_fsdp_trains_as_ddp_does_for_every_algorithm(tmp_path):
     """Both split a step's prompts between the two processes and give each the same sampler seed,
     so they sample the same rollouts while their weights agree; FSDP must then take the same
@@ -101,6 +153,7 @@ def test_fsdp_trains_as_ddp_does_for_every_algorithm(tmp_path):
         assert not (sharded / f"{algorithm}-seed0" / "checkpoints").exists()  # finished: only records stay
 
 
+@pytest.mark.slow
 def test_a_killed_fsdp_run_resumes_to_the_same_records(tmp_path):
     """bf16-mixed, sharded checkpoints (a folder of per-process shards) after every step; both
     processes killed while sampling step 3."""
@@ -124,6 +177,7 @@ def test_a_killed_fsdp_run_resumes_to_the_same_records(tmp_path):
             assert torch.equal(trained[name], reference[name]), (algorithm, name)
 
 
+@pytest.mark.slow
 def test_fsdp_with_activation_checkpointing_takes_the_same_updates(tmp_path):
     """Each layer recomputed in the backward pass inside its FSDP unit: the same gradients. (CPU
     offload, the other memory saver, needs an accelerator to offload from: refused here.)"""

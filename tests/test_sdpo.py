@@ -326,6 +326,19 @@ def test_ema_teacher_follows_trls_sync_after_every_nth_update_and_survives_a_che
     assert all(torch.equal(a, b) for a, b in zip(restored.teacher.parameters(), module.teacher.parameters()))
 
 
+def test_a_base_teacher_stays_the_starting_policy_through_updates(policy):
+    """`base` is the starting policy for the whole run: the EMA's hook is `ema`'s alone."""
+    module = make_module(policy, group_size=4, teacher_model_kind="base", teacher_update_rate=0.3)
+    (optimizer,), _ = module.configure_optimizers()
+    start = copy.deepcopy(module.teacher)
+    for _ in range(2):
+        for p in module.policy.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()
+    assert all(torch.equal(a, b) for a, b in zip(module.teacher.parameters(), start.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(module.policy.parameters(), start.parameters()))
+
+
 def test_live_teacher_is_the_policy_and_adds_no_weights(policy):
     module = make_module(policy, group_size=4, teacher_model_kind="live")
     assert module.teacher is None and not any(k.startswith("teacher.") for k in module.state_dict())

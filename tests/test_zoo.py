@@ -205,6 +205,61 @@ def test_reinforce_pp_is_openrlhfs_reinforce_baseline_written_out():
     assert advantages[8:, 2].abs().min() > 0  # the all-wrong group is moved off zero by the whitening
 
 
+def test_reinforce_pp_whitens_over_every_processs_tokens(monkeypatch):
+    """Two processes: this one holds the batch above, the other (simulated through
+    `distributed.total`) nine tokens of literal advantages; the mean and the population variance
+    are those of all their tokens together, the count included."""
+    from rollout import distributed
+
+    lengths = [3, 1, 2, 4, 2, 2, 5, 1, 3, 3, 1, 2]
+    other = [0.5] * 3 + [-1.0] * 2 + [0.25] * 4
+    sums = []
+
+    def total(value):  # count, sum, then the squares about the mean of both
+        sums.append(value)
+        if len(sums) == 1:
+            return value + len(other)
+        if len(sums) == 2:
+            return value + sum(other)
+        mean = (sums[1] + sum(other)) / (sums[0] + len(other))
+        return value + sum((t - mean) ** 2 for t in other)
+
+    monkeypatch.setattr(distributed, "total", total)
+    batch = stub_batch(REWARDS, lengths)
+    advantages, _ = REINFORCEPlusPlus.credit(SimpleNamespace(group_size=4), batch)
+    shaped = [r - sum(group) / 4 for group in REWARDS.tolist() for r in group]
+    tokens = [a for a, n in zip(shaped, lengths) for _ in range(n)] + other
+    mean = sum(tokens) / len(tokens)
+    std = math.sqrt(sum((t - mean) ** 2 for t in tokens) / len(tokens))
+    torch.testing.assert_close(advantages[:, 2], torch.tensor([(a - mean) / std for a in shaped]))
+    assert len(sums) == 3
+
+
+@pytest.mark.parametrize("max_tokens, divisor", [(None, 6), (9, 9)])
+def test_dr_grpos_constant_is_max_new_tokens_or_update_max_tokens(tiny_dir, max_tokens, divisor):
+    """The shared update's loss under `constant`: one update a step (ratio 1), literal advantages
+    of 1 on every eligible token, so the loss is -(eligible tokens) / (rollouts x the constant):
+    `sampling.max_new_tokens` (6), or `update.max_tokens` where set; never the batch's width."""
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.math import MathTask
+
+    torch.manual_seed(0)
+    model, tokenizer = load_policy(tiny_dir)
+    task, sampling = MathTask(train_size=20, eval_size=5), SamplingArgs(max_new_tokens=6)
+    update = UpdateArgs(**DrGRPO.update_overrides, max_tokens=max_tokens)
+    module = DrGRPO(policy=model, tokenizer=tokenizer, task=task, group_size=2, sampling=sampling, update=update)
+    problems = [p for p in task.train_problems()[:2] for _ in range(2)]
+    rollouts = RolloutEngine(model, tokenizer, sampling).generate(problems, group_size=2)
+    assert rollouts.eligible.shape[1] not in (6, 9)  # the prompt's columns too
+    optimizer = torch.optim.SGD(list(module.parameters()), lr=0.0)
+    module.optimizers = lambda: optimizer
+    module.lr_schedulers = lambda: torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    module.manual_backward = lambda loss, **kwargs: loss.backward(**kwargs)
+    stats = module.update(rollouts, rollouts.eligible.float())
+    assert stats["loss"] == pytest.approx(-float(rollouts.eligible.sum()) / (4 * divisor))
+
+
 def test_each_algorithm_s_update_settings_stand_in_its_spec(tmp_path):
     """DAPO's clip-higher, GSPO's sequence ratio, Dr. GRPO's constant and RLOO's sequence-sum come
     with the algorithm; the algorithm's own YAML still overrides them."""
