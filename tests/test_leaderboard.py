@@ -94,20 +94,31 @@ def test_pasting_into_a_readme_keeps_the_leaderboard_and_its_images_and_leaves_t
     assert "old table" not in text and "Where the wall-clock goes" not in text
 
 
+def run_info(**changes) -> dict:
+    """One GRPO run's run.json, as run_table reads it."""
+    return {
+        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
+        "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1},
+        "optim": {"lr": 1e-5}, "group_size": 8, **changes,
+    }  # fmt: skip
+
+
+def two_steps(**changes) -> pl.DataFrame:
+    """Two steps' records of that run."""
+    return pl.DataFrame(
+        {
+            "updates": [1, 1], "zero_grad_updates": [0, 0], "rollouts": [32, 32], "wall_clock_s": [1.0, 2.0],
+            "tokens/generated": [10, 10], "reward": [1.0, 0.5],
+            **{f"timing_s/{stage}": [0.1, 0.1] for stage in ("sample", "verify", "credit", "update")}, **changes,
+        }
+    )  # fmt: skip
+
+
 def test_the_zero_gradient_fraction_counts_updates_not_steps():
     from harness.leaderboard import run_table
 
-    info = {
-        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
-        "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1}, "optim": {"lr": 1e-5}, "group_size": 8, "accuracy_before": 0.5, "accuracy_after": 0.5,
-    }  # fmt: skip
-    metrics = pl.DataFrame(
-        {
-            "updates": [4, 1], "zero_grad_updates": [4, 0], "rollouts": [32, 32], "wall_clock_s": [1.0, 2.0],
-            "tokens/generated": [10, 10], "reward": [1.0, 0.5],
-            **{f"timing_s/{stage}": [0.1, 0.1] for stage in ("sample", "verify", "credit", "update")},
-        }
-    )  # fmt: skip
+    info = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    metrics = two_steps(updates=[4, 1], zero_grad_updates=[4, 0])
     row = run_table([(info, metrics, pl.DataFrame())]).row(0, named=True)
     assert row["zero_grad_fraction"] == pytest.approx(4 / 5)  # 4 of 5 records; per step it would be 1/2
     assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0
@@ -204,17 +215,8 @@ def test_detectable_difference_splits_an_odd_noise_with_the_extra_problem_to_the
 def test_the_final_numbers_are_the_last_evaluations_not_the_best():
     from harness.leaderboard import run_table
 
-    info = {
-        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
-        "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1}, "optim": {"lr": 1e-5}, "group_size": 8, "accuracy_before": 0.25, "accuracy_after": 0.5,
-    }  # fmt: skip
-    metrics = pl.DataFrame(
-        {
-            "updates": [1, 1], "zero_grad_updates": [0, 0], "rollouts": [32, 32], "wall_clock_s": [1.0, 2.0],
-            "tokens/generated": [10, 10], "reward": [1.0, 0.5],
-            **{f"timing_s/{stage}": [0.1, 0.1] for stage in ("sample", "verify", "credit", "update")},
-        }
-    )  # fmt: skip
+    info = run_info(accuracy_before=0.25, accuracy_after=0.5)
+    metrics = two_steps(updates=[1, 1], zero_grad_updates=[0, 0])
     # accuracy 0.25 at step 0, 1.0 at step 5 (the best), 0.5 at step 10 (the last)
     evals = pl.DataFrame(
         {
