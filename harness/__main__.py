@@ -188,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-        print(board)
+        from harness.leaderboard import compact
+
+        print(compact(board))
         written = args.publish or args.directory
         print(f"wrote {written / 'leaderboard.md'}")
         if args.readme:

@@ -226,6 +226,18 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+KEY_COLUMNS = (
+    "suite", "algorithm", "seeds", "acc_before", "acc_after", "acc_gain", "acc_gain_p", "vs_baseline",
+    "speedup", "rollouts", "zero_grad_fraction",
+)  # fmt: skip
+"""The leaderboard's columns a terminal shows (docs/results.md defines them; the files hold all)."""
+
+
+def compact(board: pl.DataFrame) -> str:
+    """The key columns of a leaderboard as a Markdown table, for the terminal."""
+    return markdown(board.select([c for c in KEY_COLUMNS if c in board.columns]))
+
+
 def markdown(frame: pl.DataFrame) -> str:
     def cell(value) -> str:
         if value is None:

@@ -237,3 +237,11 @@ def test_a_seed_without_the_baselines_run_is_left_out_of_the_speedup_not_counted
     hp = aggregate(unpaired).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
     assert hp["seeds"] == 2 and hp["speedup"] == pytest.approx(2.0)
     assert hp["speedup_ci95"] is None  # one pair: no interval
+
+
+def test_the_terminal_table_holds_the_key_columns_in_order():
+    from harness.leaderboard import KEY_COLUMNS, compact
+
+    board = pl.DataFrame({c: [1] for c in ("lr", *reversed(KEY_COLUMNS), "tokens_generated")})
+    header = compact(board).splitlines()[0]
+    assert header == "| " + " | ".join(KEY_COLUMNS) + " |"
