@@ -15,8 +15,8 @@ import tempfile
 import time
 from typing import Self
 
+import tasks.sandbox.verdict as verdicts
 from tasks.base import Verdict
-from tasks.sandbox import verdict as verdicts
 from tasks.sandbox.host import (
     LAYOUT,
     WORLD_WRITABLE_DIRS,

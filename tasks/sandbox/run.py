@@ -11,7 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from tasks.sandbox import verdict as verdicts
+import tasks.sandbox.verdict as verdicts
 from tasks.sandbox.host import (
     LAYOUT,
     Isolation,
