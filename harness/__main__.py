@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.readme:
             from harness.leaderboard import paste_into
 
-            paste_into(args.readme, (written / "leaderboard.md").read_text(), written)
+            paste_into(args.readme, board, written)
             print(f"updated {args.readme}")
         return 0
 

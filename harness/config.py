@@ -35,7 +35,15 @@ import yaml
 
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from harness.settings import ModelArgs
-from rollout.ranges import Distinct, NonNegativeFloat, NonNegativeInt, PositiveInt, check_fields, violation
+from rollout.ranges import (
+    Distinct,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    check_fields,
+    is_config_path,
+    violation,
+)
 from rollout.settings import SamplingArgs
 
 SETTINGS = {
@@ -51,14 +59,44 @@ class ConfigError(ValueError):
     pass
 
 
+def from_config(folder: Path | None, path: str) -> str:
+    """A path a config names, read from the config file's folder when relative (docs/config.md)."""
+    return path if folder is None or Path(path).is_absolute() else str(folder / path)
+
+
 @dataclass
 class ClassSpec:
     class_path: str
     init_args: dict[str, Any] = field(default_factory=dict)
+    """As the config wrote them: what the task's key and a run's spec hold."""
+    folder: Path | None = field(default=None, repr=False, compare=False)
+    """The config file's folder, which relative path arguments are read from."""
 
     def resolve(self) -> type:
         module, _, name = self.class_path.rpartition(".")
         return getattr(importlib.import_module(module), name)
+
+    def arguments(self) -> dict[str, Any]:
+        """init_args as the class receives them: each path argument (declared `ConfigPath`) that
+        is relative, given or left at its default, read from the config file's folder."""
+        if self.folder is None:
+            return dict(self.init_args)
+        cls = self.resolve()
+        try:
+            hints = get_type_hints(cls.__init__, include_extras=True)
+        except NameError:
+            hints = {}
+        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()}
+        args = dict(self.init_args)
+        for name, hint in hints.items():
+            value = args.get(name, defaults.get(name))
+            if is_config_path(hint) and isinstance(value, str):
+                args[name] = from_config(self.folder, value)
+        return args
+
+    def build(self, **extra):
+        """An instance of the class from its arguments (and `extra`, which the config cannot give)."""
+        return self.resolve()(**self.arguments(), **extra)
 
 
 @dataclass
@@ -126,8 +164,9 @@ class Suite:
     model: ModelArgs
     settings: dict[str, Any]  # name -> dataclass instance (schedule, sampling, ...)
     trainer: TrainerArgs = field(default_factory=TrainerArgs)
-    baseline: str = "grpo"
-    """The algorithm every other one of the suite is paired against (its speedup's numerator)."""
+    reference: str = "grpo"
+    """The reference algorithm of the pair: the one every other algorithm of the suite is paired
+    against (its speedup's numerator, the other side of `vs_reference`). Not a reward baseline."""
 
     def task_key(self) -> dict:
         """What identifies the task in a starting-weights recipe."""
@@ -228,10 +267,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
+def class_spec(value: Any, where: str, algorithm: bool, folder: Path | None = None) -> ClassSpec:
     """A task's or an algorithm's class path and init_args, checked as far as the file alone can be
-    (the module exists; an algorithm's overrides of the suite's settings), without importing it."""
+    (the module exists; an algorithm's overrides of the suite's settings), without importing it.
+    `folder`: the config file's, where its relative paths are read from and its modules found."""
     spec = build_dataclass(ClassSpec, value, where)
+    spec.folder = folder
     module, _, name = spec.class_path.rpartition(".")
     try:
         found = module and name and importlib.util.find_spec(module) is not None
@@ -240,7 +281,7 @@ def class_spec(value: Any, where: str, algorithm: bool) -> ClassSpec:
     if not found:
         raise ConfigError(
             f"{where}.class_path: cannot import {spec.class_path!r}{_did_you_mean(module, _sibling_modules(module))}"
-            f"{_import_hint(module)}"
+            f"{_import_hint(module, folder)}"
         )
     if not isinstance(spec.init_args, dict):
         raise ConfigError(f"{where}.init_args: expected a mapping")
@@ -272,11 +313,12 @@ def _did_you_mean(name: str, candidates: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _import_hint(module: str) -> str:
+def _import_hint(module: str, folder: Path | None) -> str:
     """Where a module of the user's was looked for."""
     if not module or module.split(".")[0] in ("algorithms", "tasks"):
         return ""
-    return f" (searched the working directory, PYTHONPATH and the benchmark file's folder, {sys.path[-1]})"
+    beside = f" and the benchmark file's folder, {folder.resolve()}" if folder is not None else ""
+    return f" (searched the working directory, PYTHONPATH{beside})"
 
 
 def importable_beside(config: Path) -> None:
@@ -317,19 +359,23 @@ def check_class(spec: ClassSpec, where: str, base: type) -> type:
         if key in hints:
             coerce(hints[key], item, f"{where}.init_args.{key}")
     try:
-        cls.check_args(own)
+        cls.check_args(spec.arguments() if not algorithm else own)
     except ValueError as error:
         raise field_error(f"{where}.init_args", error) from None
     return cls
 
 
-SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "baseline", *SETTINGS}
+SUITE_KEYS = {"name", "task", "algorithms", "seeds", "model", "trainer", "reference", *SETTINGS}
 
 
-def parse_suite(raw: Any, where: str) -> Suite:
+def parse_suite(raw: Any, where: str, folder: Path | None = None) -> Suite:
+    """One suite of a config; `folder`, the config file's, is where its relative paths are read
+    from (the working directory without one)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping")
     for key in raw:
+        if key == "baseline":  # its name until the leaderboard's columns were renamed with it
+            raise ConfigError(f"{where}.baseline: renamed to `reference` (the algorithm the others are paired against)")
         if key not in SUITE_KEYS:
             raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(SUITE_KEYS))})")
     for key in ("name", "task", "algorithms"):
@@ -338,14 +384,14 @@ def parse_suite(raw: Any, where: str) -> Suite:
     name = raw["name"]
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConfigError(f"{where}.name: use letters, digits, '.', '_' and '-' (got {name!r})")
-    task = class_spec(raw["task"], f"{where}.task", algorithm=False)
+    task = class_spec(raw["task"], f"{where}.task", algorithm=False, folder=folder)
     if not isinstance(raw["algorithms"], dict) or not raw["algorithms"]:
         raise ConfigError(f"{where}.algorithms: expected a non-empty mapping of name -> class_path/init_args")
     algorithms = {}
     for algo_name, spec in raw["algorithms"].items():
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(algo_name)):
             raise ConfigError(f"{where}.algorithms.{algo_name}: use letters, digits, '.', '_' and '-'")
-        algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", algorithm=True)
+        algorithms[algo_name] = class_spec(spec, f"{where}.algorithms.{algo_name}", algorithm=True, folder=folder)
     seeds = raw.get("seeds", [0])
     if (
         not isinstance(seeds, list)
@@ -368,6 +414,8 @@ def parse_suite(raw: Any, where: str) -> Suite:
         # a folder of weights (a checkpoint, a kept policy) starts RL as it is unless told otherwise
         raw_model = {"preset": None, "warm_start": None} | raw_model
     model = build_dataclass(ModelArgs, raw_model, f"{where}.model")
+    if model.path is not None:
+        model = dataclasses.replace(model, path=from_config(folder, model.path))
     if model.preset not in (None, "tiny"):
         raise ConfigError(f"{where}.model.preset: unknown preset {model.preset!r} (use 'tiny', or null with a path)")
     if model.preset is None:
@@ -380,12 +428,12 @@ def parse_suite(raw: Any, where: str) -> Suite:
             raise ConfigError(f"{where}.model.path: {model.path} has no {missing}")
     settings = {key: build_dataclass(cls, raw.get(key, {}), f"{where}.{key}") for key, cls in SETTINGS.items()}
     trainer = build_dataclass(TrainerArgs, raw.get("trainer", {}), f"{where}.trainer")
-    baseline = raw.get("baseline", "grpo")
-    if "baseline" in raw and baseline not in algorithms:
+    reference = raw.get("reference", "grpo")
+    if "reference" in raw and reference not in algorithms:
         raise ConfigError(
-            f"{where}.baseline: {baseline!r} is not one of the suite's algorithms ({', '.join(algorithms)})"
+            f"{where}.reference: {reference!r} is not one of the suite's algorithms ({', '.join(algorithms)})"
         )
-    suite = Suite(name, task, algorithms, seeds, model, settings, trainer, baseline)
+    suite = Suite(name, task, algorithms, seeds, model, settings, trainer, reference)
     check_values(suite, where)
     return suite
 
@@ -419,7 +467,7 @@ def check_values(suite: Suite, where: str) -> None:
             raise ConfigError(f"{where}.model.lora: not with trainer.strategy: fsdp; use ddp (adapters are small)")
     for key in ("train_file", "eval_file", "humaneval_file"):
         path = suite.task.init_args.get(key)
-        if path is not None and not Path(path).is_file():
+        if path is not None and not Path(path := from_config(suite.task.folder, path)).is_file():
             raise ConfigError(f"{where}.task.init_args.{key}: no such file: {path}")
 
 
@@ -583,7 +631,7 @@ def load_benchmark(path: str | Path, classes: bool = True) -> Benchmark:
     if not isinstance(raw["suites"], list) or not raw["suites"]:
         raise ConfigError("suites: expected a non-empty list")
     importable_beside(path)
-    suites = [parse_suite(s, f"suites[{i}]") for i, s in enumerate(raw["suites"])]
+    suites = [parse_suite(s, f"suites[{i}]", path.parent) for i, s in enumerate(raw["suites"])]
     names = [s.name for s in suites]
     if len(set(names)) != len(names):
         raise ConfigError("suites: two suites share a name")

@@ -142,7 +142,7 @@ def build_module(
     weights are built and cached on first use; `weights` names other ones (a checkpoint to
     evaluate). `setting_changes` replace fields of the suite's settings (e.g. schedule={"steps":
     5}) for this module only."""
-    task = suite.task.resolve()(**suite.task.init_args)
+    task = suite.task.build()
     weights = weights or starting_weights(suite.model, task, suite.task_key(), cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
@@ -314,7 +314,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         "algorithm": algorithm,
         "algorithm_class": suite.algorithms[algorithm].class_path,
         "algorithm_args": own,
-        "baseline": suite.baseline,
+        "reference": suite.reference,
         "seed": seed,
         "spec": run_spec(suite, algorithm, seed),
         "model": str(weights),

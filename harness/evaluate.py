@@ -51,7 +51,7 @@ class Checkpoint:
 def checkpoints(suite: Suite, models: list[str]) -> list[Checkpoint]:
     """The checkpoints `--model` names (default: the starting weights), in order. A path must be
     a folder with a config.json; a run's kept policy is recognised by the run.json beside it."""
-    reference = suite.baseline if suite.baseline in suite.algorithms else next(iter(suite.algorithms))
+    reference = suite.reference if suite.reference in suite.algorithms else next(iter(suite.algorithms))
     chosen = []
     for model in models or [START]:
         if model == START:

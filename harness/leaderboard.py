@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
 
 import polars as pl
@@ -18,21 +17,22 @@ from algorithms.base import STAGES
 from harness.records import Run, load_runs, publish_records, suite_folders, write_atomic, write_parquet
 
 
-def ci95(values: pl.Series) -> float | None:
-    """Half-width of the 95% t-interval of the mean (None with fewer than two values)."""
+def ci95(values: pl.Series) -> list[float] | None:
+    """The 95% t-interval of the mean, [low, high] (None with fewer than two values)."""
     n = len(values)
     if n < 2:
         return None
-    return float(stats.t.ppf(0.975, n - 1)) * float(values.std()) / math.sqrt(n)
+    half = float(stats.t.ppf(0.975, n - 1)) * float(values.std()) / math.sqrt(n)
+    return [float(values.mean()) - half, float(values.mean()) + half]
 
 
-def binomial_ci95(successes: float, trials: int) -> float | None:
-    """Half-width of the exact (Clopper-Pearson) 95% interval of a success rate (None without
+def binomial_ci95(successes: float, trials: int) -> list[float] | None:
+    """The exact (Clopper-Pearson) 95% interval of a success rate, [low, high] (None without
     trials); rewards in [0, 1] count by their sum, rounded."""
     if not trials:
         return None
     interval = stats.binomtest(round(successes), trials).proportion_ci(0.95, method="exact")
-    return (interval.high - interval.low) / 2
+    return [float(interval.low), float(interval.high)]
 
 
 def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
@@ -93,7 +93,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "task": info["task"],
                 "model": info.get("model_name") or model_name(info["model"]),
                 "algorithm": info["algorithm"],
-                "baseline": info["baseline"],
+                "reference": info["reference"],
                 "seed": info["seed"],
                 "steps": metrics.height,
                 "prompts_per_step": info["schedule"]["prompts_per_step"],
@@ -134,21 +134,21 @@ def model_name(weights: str) -> str:
 
 
 def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
-    """Mean over seeds with 95% intervals; speedup = the suite's baseline algorithm's wall-clock /
-    the algorithm's on the same seed (a pair), averaged over the seeds both finished. The final
-    held-out accuracy has an exact binomial interval (its problems pooled over seeds), and each
-    algorithm is tested against the baseline on the same problems (`paired_p`): `vs_baseline`
-    says whether its final accuracy is higher or lower beyond noise (p < 0.05). `acc_gain_p`
-    tests the algorithm's own end against its start the same way, on the same problems."""
-    baseline = runs.filter(pl.col("algorithm") == pl.col("baseline")).select(
+    """Mean over seeds with 95% intervals ([low, high]); speedup = the suite's reference
+    algorithm's wall-clock / the algorithm's on the same seed (a pair), averaged over the seeds
+    both finished. The final held-out accuracy has an exact binomial interval (its problems pooled
+    over seeds), and each algorithm is tested against the reference on the same problems
+    (`paired_p`): `vs_reference` says whether its final accuracy is higher or lower beyond noise
+    (p < 0.05). `acc_gain_p` tests the algorithm's own end against its start the same way."""
+    reference = runs.filter(pl.col("algorithm") == pl.col("reference")).select(
         "suite",
         "task",
         "seed",
-        pl.col("wall_clock_s").alias("baseline_s"),
-        pl.col("final_rewards").alias("baseline_rewards"),
+        pl.col("wall_clock_s").alias("reference_s"),
+        pl.col("final_rewards").alias("reference_rewards"),
     )
-    paired = runs.join(baseline, on=["suite", "task", "seed"], how="left").with_columns(
-        (pl.col("baseline_s") / pl.col("wall_clock_s")).alias("speedup")
+    paired = runs.join(reference, on=["suite", "task", "seed"], how="left").with_columns(
+        (pl.col("reference_s") / pl.col("wall_clock_s")).alias("speedup")
     )
     # settings of the protocol that differ between the algorithms of a suite, shown on each row
     settings = {(r["suite"], r["algorithm"]): r["protocol"] for r in runs.iter_rows(named=True)}
@@ -167,9 +167,9 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         speedups = g["speedup"].drop_nulls()
         finals = g["final_rewards"].to_list()
         items = None if any(r is None for r in finals) else sum(len(r) for r in finals)
-        pairs = [(m, b) for m, b in zip(finals, g["baseline_rewards"].to_list()) if m is not None and b is not None]
+        pairs = [(m, b) for m, b in zip(finals, g["reference_rewards"].to_list()) if m is not None and b is not None]
         own = [(m, s) for m, s in zip(finals, g["first_rewards"].to_list()) if m is not None and s is not None]
-        compared = bool(pairs) and algorithm != g["baseline"][0]
+        compared = bool(pairs) and algorithm != g["reference"][0]
         p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
         detectable = detectable_difference([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
         rows.append(
@@ -189,7 +189,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "rollouts": int(g["rollouts"].mean()),
                 "wall_clock_s": float(g["wall_clock_s"].mean()),
                 "wall_clock_ci95": ci95(g["wall_clock_s"]),
-                "baseline": g["baseline"][0],
+                "reference": g["reference"][0],
                 "speedup": float(speedups.mean()) if len(speedups) else None,
                 "speedup_ci95": ci95(speedups),  # over the seeds' own pairs
                 "acc_before": float(g["accuracy_before"].mean()),
@@ -198,8 +198,8 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "acc_gain": float(gain.mean()),
                 "acc_gain_ci95": ci95(gain),
                 "acc_gain_p": paired_p([m for m, _ in own], [s for _, s in own]) if own else None,
-                "vs_baseline_p": p,
-                "vs_baseline": None
+                "vs_reference_p": p,
+                "vs_reference": None
                 if p is None
                 else "within noise"
                 if p >= 0.05
@@ -227,7 +227,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
 
 
 KEY_COLUMNS = (
-    "suite", "algorithm", "seeds", "acc_before", "acc_after", "acc_gain", "acc_gain_p", "vs_baseline",
+    "suite", "algorithm", "seeds", "acc_before", "acc_after", "acc_gain", "acc_gain_p", "vs_reference",
     "speedup", "rollouts", "zero_grad_fraction",
 )  # fmt: skip
 """The leaderboard's columns a terminal shows (docs/results.md defines them; the files hold all)."""
@@ -242,6 +242,8 @@ def markdown(frame: pl.DataFrame) -> str:
     def cell(value) -> str:
         if value is None:
             return "–"
+        if isinstance(value, (list, pl.Series)):  # an interval
+            return "[" + ", ".join(cell(v) for v in value) + "]"
         if isinstance(value, float):
             if 0 < abs(value) < 1e-3:  # learning rates
                 return f"{value:.1e}"
@@ -303,18 +305,18 @@ def publish_to(directory: Path, out: Path) -> pl.DataFrame:
 START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"
 
 
-def paste_into(readme: Path, table: str, directory: Path) -> None:
-    """Replace what stands between the markers with `table`'s first section (the leaderboard;
-    where the wall-clock goes stays in its own file), demoted one heading level and with image
-    links made relative to the README."""
+def paste_into(readme: Path, board: pl.DataFrame, directory: Path) -> None:
+    """Replace what stands between the markers with the leaderboard's key columns, a link to
+    every column (DIR/leaderboard.md) and DIR's plots, all linked relative to the README."""
     text = readme.read_text()
-    table = table.split("\n## ")[0].rstrip() + "\n"
     if START not in text or END not in text:
         raise FileNotFoundError(f"{readme}: no {START} ... {END} markers")
-    table = table.replace("\n# ", "\n### ").replace("\n## ", "\n#### ")
-    table = "#" * 3 + table[1:] if table.startswith("# ") else table
     relative = os.path.relpath(directory, readme.parent)
-    table = re.sub(r"\]\(([^)/]+\.png)\)", lambda m: f"]({relative}/{m.group(1)})", table)
+    table = (
+        f"### Leaderboard: {Path(directory).name}\n\n{compact(board)}\n"
+        f"Every column, defined in docs/results.md: [{relative}/leaderboard.md]({relative}/leaderboard.md).\n"
+        + "".join(f"\n![{image.stem}]({relative}/{image.name})\n" for image in sorted(Path(directory).glob("*.png")))
+    )
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     write_atomic(readme, lambda tmp: tmp.write_text(f"{head}{START}\n{table}\n{END}{tail}"))

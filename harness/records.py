@@ -218,7 +218,7 @@ def load_runs(suite_dir: Path) -> list[Run]:
     if summaries:
         return [
             (
-                json.loads(s.read_text()),
+                current(json.loads(s.read_text())),
                 pl.read_parquet(s.parent / "metrics.parquet"),
                 pl.read_parquet(s.parent / "eval.parquet"),
             )
@@ -228,7 +228,15 @@ def load_runs(suite_dir: Path) -> list[Run]:
         return []
     infos = json.loads((suite_dir / PUBLISHED[0]).read_text())
     steps, evals = (pl.read_parquet(suite_dir / name) for name in PUBLISHED[1:])
-    return [(info, rows_of(steps, name), rows_of(evals, name)) for name, info in sorted(infos.items())]
+    return [(current(info), rows_of(steps, name), rows_of(evals, name)) for name, info in sorted(infos.items())]
+
+
+def current(info: dict) -> dict:
+    """A run's summary under today's names: runs recorded before the reference algorithm of a
+    pair was called `reference` named it `baseline`."""
+    if "baseline" in info and "reference" not in info:
+        info = {("reference" if k == "baseline" else k): v for k, v in info.items()}
+    return info
 
 
 def rows_of(frame: pl.DataFrame, run: str) -> pl.DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rollout.ranges import NonNegativeInt, PositiveFloat, PositiveInt, UnitInterval, check_fields
+from rollout.ranges import ConfigPath, NonNegativeInt, PositiveFloat, PositiveInt, UnitInterval, check_fields
 from rollout.settings import LoraArgs
 
 
@@ -74,7 +74,7 @@ class WarmStartArgs:
 class ModelArgs:
     preset: str | None = "tiny"
     """'tiny' builds the embedded Qwen3 from `tiny`; None loads `path`."""
-    path: str | None = None
+    path: ConfigPath | None = None
     """A local directory that AutoModelForCausalLM / AutoTokenizer load (e.g. Qwen3-8B, or a run's
     kept policy, `runs/<suite>/<run>/policy`). Given in a config, `preset` and `warm_start`
     default to null: the weights start as they are."""

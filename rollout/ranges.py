@@ -56,6 +56,15 @@ class Distinct:
         return "without an entry given twice"
 
 
+@dataclass(frozen=True)
+class FromConfig:
+    """A file or folder named in a config: a relative one is read from the config file's folder
+    (every relative path in a config is; docs/config.md)."""
+
+    def __str__(self) -> str:
+        return "a path, relative to the config file's folder"
+
+
 PositiveInt = Annotated[int, Range(1)]
 NonNegativeInt = Annotated[int, Range(0)]
 PositiveFloat = Annotated[float, Range(0, low_open=True)]
@@ -64,6 +73,8 @@ Probability = Annotated[float, Range(0, 1, low_open=True)]
 """In (0, 1]: a share that cannot be nothing (top-p, a memory share)."""
 UnitInterval = Annotated[float, Range(0, 1)]
 """In [0, 1]: a fraction, a discount, a momentum."""
+ConfigPath = Annotated[str, FromConfig()]
+"""A file or folder; relative to the config file's folder."""
 
 
 def violation(hint: Any, value: Any) -> str | None:
@@ -122,11 +133,18 @@ def declared(hint: Any) -> list[Range | Distinct]:
     return [mark for arg in get_args(hint) for mark in declared(arg)]
 
 
+def is_config_path(hint: Any) -> bool:
+    """Whether `hint` declares a path read from the config file's folder (optional or not)."""
+    if get_origin(hint) is Annotated:
+        return any(isinstance(m, FromConfig) for m in get_args(hint)[1:])
+    return get_origin(hint) in (Union, UnionType) and any(is_config_path(a) for a in get_args(hint))
+
+
 def describe(hint: Any) -> str:
     """What `hint` declares, in words: "> 0", "each >= 1, without an entry given twice", or ""."""
     origin, args = get_origin(hint), get_args(hint)
     if origin is Annotated:
-        marks = [str(m) for m in args[1:] if isinstance(m, (Range, Distinct))]
+        marks = [str(m) for m in args[1:] if isinstance(m, (Range, Distinct, FromConfig))]
         return ", ".join(filter(None, [describe(args[0]), *marks]))
     if origin in (list, tuple) and args:
         inner = describe(args[0])

@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from rollout.ranges import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Range
+from rollout.ranges import ConfigPath, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Range
 from tasks.base import Problem, Task, Verdict
 from tasks.code_files import DEFAULT_FIELDS, TestFormat, load_rows, to_problem
 from tasks.sandbox import PASSED, SandboxPool, StdioCases, Tests, failed_test_feedback, run_program, run_programs  # noqa: F401  (contract: tasks.code.run_program)
@@ -189,10 +189,10 @@ class CodeTask(Task):
         seed: int = 1234,
         timeout_s: PositiveFloat = 5.0,
         workers: PositiveInt | None = None,
-        humaneval_file: str | None = None,
+        humaneval_file: ConfigPath | None = None,
         answer_format: Literal["plain", "fenced"] = "plain",
-        train_file: str | None = None,
-        eval_file: str | None = None,
+        train_file: ConfigPath | None = None,
+        eval_file: ConfigPath | None = None,
         test_format: TestFormat = "function",
         fields: dict | None = None,
         case_timeout_s: PositiveFloat = 2.0,

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Sequence
 
 from math_verify import parse, verify
 
-from rollout.ranges import PositiveInt, Range, check_fields
+from rollout.ranges import ConfigPath, PositiveInt, Range, check_fields
 from tasks.base import Problem, Task, Verdict
 
 ANSWER_MARK = "####"
@@ -136,8 +136,8 @@ class MathTask(Task):
         train_size: PositiveInt = 20000,
         eval_size: PositiveInt = 1000,
         seed: int = 1234,
-        train_file: str | None = None,
-        eval_file: str | None = None,
+        train_file: ConfigPath | None = None,
+        eval_file: ConfigPath | None = None,
         question_field: str = "question",
         answer_field: str = "answer",
         answer_format: Literal["####", "boxed"] = "####",

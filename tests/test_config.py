@@ -163,9 +163,14 @@ CASES = [
         "suites[0].algorithms.grpo.init_args.schedule: an algorithm cannot change its suite's schedule",
     ),
     (
-        "baseline not in the suite",
-        mutate("baseline", "ppo"),
-        "suites[0].baseline: 'ppo' is not one of the suite's algorithms",
+        "reference not in the suite",
+        mutate("reference", "ppo"),
+        "suites[0].reference: 'ppo' is not one of the suite's algorithms",
+    ),
+    (
+        "the reference under its old name",
+        mutate("baseline", "grpo"),
+        "suites[0].baseline: renamed to `reference`",
     ),
     (
         "bf16 weights under AdamW",
@@ -349,3 +354,41 @@ def test_list_reads_the_file_alone_and_check_imports_the_classes(tmp_path):
     assert (
         checked.returncode == 0 and "'algorithms.grpo'" in checked.stdout and "valid; runs selected: " in checked.stdout
     )
+
+
+def test_every_relative_path_in_a_config_is_read_from_the_config_files_folder(tmp_path, monkeypatch):
+    """One rule (docs/config.md): cache_dir, model.path, a task's files and its cache folder are
+    read from the config's folder, whatever the working directory; the task's key keeps the
+    path as written, so a cache entry does not depend on where the checkout is."""
+    from harness.config import load_benchmark
+
+    folder = tmp_path / "study"
+    (folder / "data").mkdir(parents=True)
+    row = '{"question": "1+1?", "answer": "1+1=2 #### 2"}\n'
+    (folder / "data" / "train.jsonl").write_text(row)
+    config = yaml.safe_load(yaml.safe_dump(GOOD))
+    config["suites"][0]["task"]["init_args"] = {"train_file": "data/train.jsonl"}
+    alfworld = {"class_path": "tasks.alfworld.AlfworldTask", "init_args": {"train_games": 2, "eval_games": 1}}
+    config["suites"].append({**config["suites"][0], "name": "a", "task": alfworld})
+    (folder / "bench.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)  # elsewhere than the config
+
+    math, games = load_benchmark(folder / "bench.yaml", classes=False).suites
+    assert load_benchmark(folder / "bench.yaml", classes=False).cache_dir == folder / ".cache"
+    assert math.task.arguments()["train_file"] == str(folder / "data" / "train.jsonl")
+    assert math.task_key()["init_args"] == {"train_file": "data/train.jsonl"}  # as written
+    assert games.task.arguments()["cache_dir"] == str(folder / ".cache" / "alfworld")  # its default too
+    assert "cache_dir" not in games.task_key()["init_args"]
+    # model.path too: a checkpoint beside the config, named relative to it
+    checkpoint_files(folder / "checkpoint")
+    config["suites"] = [{**config["suites"][1], "model": {"path": "checkpoint"}}]
+    (folder / "bench.yaml").write_text(yaml.safe_dump(config))
+    (suite,) = load_benchmark(folder / "bench.yaml", classes=False).suites
+    assert suite.model.path == str(folder / "checkpoint")
+
+
+def test_a_missing_file_is_named_where_it_was_looked_for(tmp_path, capsys):
+    config = mutate("task.init_args", {"train_file": "data/missing.jsonl"})
+    (tmp_path / "bench.yaml").write_text(yaml.safe_dump(config))
+    assert main(["run", str(tmp_path / "bench.yaml"), "--list"]) == 2
+    assert f"train_file: no such file: {tmp_path / 'data' / 'missing.jsonl'}" in capsys.readouterr().err

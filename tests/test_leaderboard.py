@@ -15,7 +15,7 @@ FINAL = {
 }
 
 
-def runs(baseline: str) -> pl.DataFrame:
+def runs(reference: str) -> pl.DataFrame:
     rows = []
     for seed, (slow, fast) in enumerate([(100.0, 50.0), (120.0, 40.0)]):
         for algorithm, seconds in (("grpo", slow), ("hp_rlvr", fast)):
@@ -25,7 +25,7 @@ def runs(baseline: str) -> pl.DataFrame:
                     "task": "T",
                     "model": "tiny",
                     "algorithm": algorithm,
-                    "baseline": baseline,
+                    "reference": reference,
                     "seed": seed,
                     "steps": 10,
                     "prompts_per_step": 4,
@@ -55,10 +55,10 @@ def runs(baseline: str) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def test_speedup_is_the_named_baselines_wall_clock_over_the_algorithms_per_seed():
+def test_speedup_is_the_named_references_wall_clock_over_the_algorithms_per_seed():
     board = aggregate(runs("grpo"))
     hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
-    assert hp["baseline"] == "grpo"
+    assert hp["reference"] == "grpo"
     assert hp["speedup"] == pytest.approx((100 / 50 + 120 / 40) / 2)  # the mean of each pair's ratio
     assert board.filter(pl.col("algorithm") == "grpo")["speedup"][0] == 1.0
     named = aggregate(runs("hp_rlvr"))  # the suite says which algorithm the others are paired against
@@ -68,36 +68,43 @@ def test_speedup_is_the_named_baselines_wall_clock_over_the_algorithms_per_seed(
 
 def test_t_intervals_use_the_t_quantile_at_every_number_of_seeds():
     # mean 2.5, sample std 1.2910, t(0.975, 3) = 3.1824: half-width 2.0543
-    assert ci95(pl.Series([1.0, 2.0, 3.0, 4.0])) == pytest.approx(3.18244630 * 1.29099445 / 2)
+    half = 3.18244630 * 1.29099445 / 2
+    assert ci95(pl.Series([1.0, 2.0, 3.0, 4.0])) == pytest.approx([2.5 - half, 2.5 + half])
     # 12 seeds: t(0.975, 11) = 2.2010, not the normal 1.96
     values = pl.Series([float(v) for v in range(12)])
-    assert ci95(values) == pytest.approx(2.20098516 * float(values.std()) / 12**0.5)
+    half = 2.20098516 * float(values.std()) / 12**0.5
+    assert ci95(values) == pytest.approx([5.5 - half, 5.5 + half])
     assert ci95(pl.Series([3.0])) is None
 
 
 def test_the_speedup_carries_the_interval_of_its_pairs():
     hp = aggregate(runs("grpo")).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
     ratios = pl.Series([100 / 50, 120 / 40])
-    assert hp["speedup_ci95"] == pytest.approx(12.70620474 * float(ratios.std()) / 2**0.5)
+    half = 12.70620474 * float(ratios.std()) / 2**0.5
+    assert hp["speedup_ci95"] == pytest.approx([2.5 - half, 2.5 + half])
 
 
-def test_pasting_into_a_readme_keeps_the_leaderboard_and_its_images_and_leaves_the_rest(tmp_path):
-    from harness.leaderboard import END, START, paste_into
+def test_pasting_into_a_readme_keeps_the_key_columns_and_the_plots_and_leaves_the_rest(tmp_path):
+    from harness.leaderboard import END, KEY_COLUMNS, START, paste_into
 
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{START}\nold table\n{END}\noutro\n")
-    board = "# Leaderboard: results\n\n| a |\n|---|\n\n![curves](curves.png)\n\n## Where the wall-clock goes\n\n| b |\n"
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "curves.png").write_bytes(b"")
+    board = aggregate(runs("grpo"))
     paste_into(readme, board, tmp_path / "results")
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith(f"{END}\noutro\n")
     assert "### Leaderboard: results" in text and "](results/curves.png)" in text
-    assert "old table" not in text and "Where the wall-clock goes" not in text
+    assert "](results/leaderboard.md)" in text and "old table" not in text
+    header = next(line for line in text.splitlines() if line.startswith("| suite"))
+    assert header == "| " + " | ".join(KEY_COLUMNS) + " |"  # the key columns; the file holds the rest
 
 
 def run_info(**changes) -> dict:
     """One GRPO run's run.json, as run_table reads it."""
     return {
-        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "baseline": "grpo",
+        "suite": "s", "task": "T", "model": "tiny", "model_name": "tiny", "algorithm": "grpo", "reference": "grpo",
         "seed": 0, "schedule": {"prompts_per_step": 4}, "update": {"minibatches": 1, "epochs": 1},
         "optim": {"lr": 1e-5}, "group_size": 8, **changes,
     }  # fmt: skip
@@ -124,21 +131,21 @@ def test_the_zero_gradient_fraction_counts_updates_not_steps():
     assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0
 
 
-def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against_the_baseline():
+def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against_the_reference():
     from scipy import stats
 
     board = aggregate(runs("grpo"))
     hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
     # 18 of 20 problems over the two seeds: the Clopper-Pearson bounds from the beta distribution
     low, high = stats.beta.ppf(0.025, 18, 3), stats.beta.ppf(0.975, 19, 2)
-    assert hp["acc_after_ci95"] == pytest.approx((high - low) / 2)
+    assert hp["acc_after_ci95"] == pytest.approx([low, high])  # [low, high]: not symmetric about 0.9
     # 9 problems only HP-RLVR solved, 1 only GRPO: exact McNemar p = 2 (1 + 10) / 2**10
-    assert hp["vs_baseline_p"] == pytest.approx(22 / 1024)
-    assert hp["vs_baseline"] == "higher"
+    assert hp["vs_reference_p"] == pytest.approx(22 / 1024)
+    assert hp["vs_reference"] == "higher"
     grpo = board.filter(pl.col("algorithm") == "grpo").row(0, named=True)
-    assert grpo["vs_baseline_p"] is None and grpo["vs_baseline"] is None  # the baseline itself
+    assert grpo["vs_reference_p"] is None and grpo["vs_reference"] is None  # the reference itself
     reverse = aggregate(runs("hp_rlvr")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
-    assert reverse["vs_baseline"] == "lower" and reverse["vs_baseline_p"] == pytest.approx(22 / 1024)
+    assert reverse["vs_reference"] == "lower" and reverse["vs_reference_p"] == pytest.approx(22 / 1024)
 
 
 def test_settings_that_differ_between_a_suites_algorithms_stand_beside_their_rows():
@@ -184,7 +191,8 @@ def test_the_gain_is_after_minus_before_with_its_interval_over_seeds():
     # accuracy 0.5 -> 0.51 on seed 0 and 0.5 -> 0.52 on seed 1: gains +0.01 and +0.02
     row = aggregate(runs("grpo")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert row["acc_gain"] == pytest.approx(0.015)
-    assert row["acc_gain_ci95"] == pytest.approx(12.70620474 * 0.00707106781 / 2**0.5)  # t(0.975, 1)
+    half = 12.70620474 * 0.00707106781 / 2**0.5  # t(0.975, 1)
+    assert row["acc_gain_ci95"] == pytest.approx([0.015 - half, 0.015 + half])
 
 
 def test_the_gain_is_tested_end_against_start_on_the_same_problems():
@@ -231,7 +239,7 @@ def test_the_final_numbers_are_the_last_evaluations_not_the_best():
     assert row["pass@2_after"] == 0.75
 
 
-def test_a_seed_without_the_baselines_run_is_left_out_of_the_speedup_not_counted_as_zero():
+def test_a_seed_without_the_references_run_is_left_out_of_the_speedup_not_counted_as_zero():
     # GRPO's seed-1 run did not finish: HP-RLVR's speedup is seed 0's pair alone, 100 / 50
     unpaired = runs("grpo").filter(~((pl.col("algorithm") == "grpo") & (pl.col("seed") == 1)))
     hp = aggregate(unpaired).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
@@ -245,3 +253,19 @@ def test_the_terminal_table_holds_the_key_columns_in_order():
     board = pl.DataFrame({c: [1] for c in ("lr", *reversed(KEY_COLUMNS), "tokens_generated")})
     header = compact(board).splitlines()[0]
     assert header == "| " + " | ".join(KEY_COLUMNS) + " |"
+
+
+def test_an_interval_reads_low_high_in_the_tables():
+    from harness.leaderboard import markdown
+
+    table = markdown(pl.DataFrame({"acc_after_ci95": [[0.0, 0.0542], None]}))
+    assert table.splitlines()[2:] == ["| [0.000, 0.054] |", "| – |"]
+
+
+def test_runs_recorded_when_the_reference_was_called_baseline_still_pair(tmp_path):
+    from harness.records import current
+
+    old = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    old["baseline"] = old.pop("reference")
+    assert current(old)["reference"] == "grpo" and "baseline" not in current(old)
+    assert current(run_info()) == run_info()

@@ -38,14 +38,14 @@ def test_the_example_task_is_found_beside_its_config_and_judges_literal_completi
     from harness.config import load_benchmark
 
     (loaded,) = load_benchmark(folder / "bench.yaml").suites
-    task = loaded.task.resolve()(**loaded.task.init_args)
+    task = loaded.task.build()
     problem = task.train_problems()[0]
     assert problem.prompt.startswith("reverse ") and problem.answer == problem.prompt[8:-2][::-1]
     assert task.verify(problem, problem.answer + "\n").reward == 1.0
     wrong = task.verify(problem, "zz")
     assert (wrong.reward, wrong.feedback) == (0.0, "wrong: 'zz' is not the word reversed")
     assert [p.id for p in task.eval_problems()] == [str(i) for i in range(60, 68)]
-    again = loaded.task.resolve()(**loaded.task.init_args)
+    again = loaded.task.build()
     assert [p.prompt for p in again.train_problems()] == [p.prompt for p in task.train_problems()]  # seeded
 
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
-from rollout.ranges import NonNegativeInt, PositiveInt, UnitInterval
+from rollout.ranges import ConfigPath, NonNegativeInt, PositiveInt, UnitInterval
 from tasks.alfworld.data import TASK_TYPES, FailedStep, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
@@ -100,8 +100,8 @@ class AlfworldTask(Task):
         detour_rate: UnitInterval = 0.3,
         expert: Literal["direct", "search"] = "direct",
         show_admissible: bool = False,
-        cache_dir: str = ".cache/alfworld",
-        official_root: str | None = None,
+        cache_dir: ConfigPath = ".cache/alfworld",
+        official_root: ConfigPath | None = None,
         env_processes: NonNegativeInt | None = None,
     ):
         """max_turns: commands per episode (an invalid one counts). expert: whose play the
