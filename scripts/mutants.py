@@ -519,8 +519,8 @@ MUTANTS = [
     (
         "leaderboard: speedup inverted",
         "harness/leaderboard.py",
-        '(pl.col("baseline_s") / pl.col("wall_clock_s"))',
-        '(pl.col("wall_clock_s") / pl.col("baseline_s"))',
+        '(pl.col("reference_s") / pl.col("wall_clock_s"))',
+        '(pl.col("wall_clock_s") / pl.col("reference_s"))',
         BOARD,
     ),
     (
@@ -1137,6 +1137,49 @@ MUTANTS = [
         "return masked_mean(per_token, distilled, -1).mean(), masked_mean",
         "return masked_mean(per_token, distilled), masked_mean",
         SDPO,
+    ),
+    # #36: the reference's name, intervals as [low, high], one rule for relative paths
+    (
+        "names: a run recorded under the old name loses its reference",
+        "harness/records.py",
+        '    if "baseline" in info and "reference" not in info:',
+        '    if "baseline" in info and "reference" in info:',
+        BOARD,
+    ),
+    (
+        "names: the exact interval as a half-width",
+        "harness/leaderboard.py",
+        "    return [float(interval.low), float(interval.high)]",
+        "    return (interval.high - interval.low) / 2",
+        BOARD,
+    ),
+    (
+        "names: the t-interval about zero, not the mean",
+        "harness/leaderboard.py",
+        "    return [float(values.mean()) - half, float(values.mean()) + half]",
+        "    return [-half, half]",
+        BOARD,
+    ),
+    (
+        "paths: a config's relative path read from the working directory",
+        "harness/config.py",
+        "    return path if folder is None or Path(path).is_absolute() else str(folder / path)",
+        "    return path",
+        CONFIG,
+    ),
+    (
+        "paths: a path argument left at its default not resolved",
+        "harness/config.py",
+        "            value = args.get(name, defaults.get(name))",
+        "            value = args.get(name)",
+        CONFIG,
+    ),
+    (
+        "paths: the config's folder not passed to its suites",
+        "harness/config.py",
+        'parse_suite(s, f"suites[{i}]", path.parent)',
+        'parse_suite(s, f"suites[{i}]")',
+        CONFIG,
     ),
 ]
 
