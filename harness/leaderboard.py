@@ -242,7 +242,7 @@ def markdown(frame: pl.DataFrame) -> str:
     def cell(value) -> str:
         if value is None:
             return "–"
-        if isinstance(value, (list, pl.Series)):  # an interval
+        if isinstance(value, list):  # an interval, [low, high]
             return "[" + ", ".join(cell(v) for v in value) + "]"
         if isinstance(value, float):
             if 0 < abs(value) < 1e-3:  # learning rates

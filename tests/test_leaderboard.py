@@ -262,7 +262,7 @@ def test_an_interval_reads_low_high_in_the_tables():
     assert table.splitlines()[2:] == ["| [0.000, 0.054] |", "| – |"]
 
 
-def test_runs_recorded_when_the_reference_was_called_baseline_still_pair(tmp_path):
+def test_runs_recorded_when_the_reference_was_called_baseline_are_read_under_the_new_name():
     from harness.records import current
 
     old = run_info(accuracy_before=0.5, accuracy_after=0.5)
