@@ -100,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also copy leaderboards, plots and compact records to OUT (e.g. results/)",
     )
     board.add_argument(
+        "--add",
+        action="store_true",
+        help="with --publish: add DIR's runs to those OUT already holds (a run of the same name is replaced), "
+        "for a suite run in parts; refused where a kept run had another task, start or schedule",
+    )
+    board.add_argument(
         "--readme",
         type=Path,
         help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file",
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             print(shown(args.run, args.step, args.held_out, args.limit))
-        except (FileNotFoundError, ValueError) as error:
+        except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
@@ -175,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
             return 2
+        if args.add and not args.publish:
+            print("error: --add: adds to a published folder; name it with --publish OUT", file=sys.stderr)
+            return 2
         try:
             suite_dirs = suite_folders(args.directory)
             for suite_dir in suite_dirs:
@@ -184,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.publish:
                 from harness.leaderboard import publish_to
 
-                board = publish_to(args.directory, args.publish)
+                try:
+                    board = publish_to(args.directory, args.publish, add=args.add)
+                except ValueError as error:  # --add: a kept run is not a part of this suite
+                    print(f"error: --add: {error}", file=sys.stderr)
+                    return 2
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

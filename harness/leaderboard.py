@@ -14,7 +14,7 @@ from filelock import FileLock
 from scipy import stats
 
 from algorithms.base import STAGES
-from harness.records import Run, load_runs, publish_records, suite_folders, write_atomic, write_parquet
+from harness.records import Run, added, load_runs, publish_records, suite_folders, write_atomic, write_parquet
 
 
 def ci95(values: pl.Series) -> list[float] | None:
@@ -285,20 +285,21 @@ def publish(directory: Path) -> pl.DataFrame:
     return board
 
 
-def publish_to(directory: Path, out: Path) -> pl.DataFrame:
+def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
     """Copy the finished runs of DIR's suites to OUT as compact records (replacing what OUT held
-    of those suites) and publish OUT from those records alone: what git keeps of a benchmark,
-    and the proof that it is enough to publish again. DIR is a folder of suites or one suite."""
+    of those suites, or with `add`, adding to it) and publish OUT from those records alone: what
+    git keeps of a benchmark, and the proof that it is enough to publish again. DIR is a folder
+    of suites or one suite."""
     directory, out = Path(directory), Path(out)
     suites = suite_folders(directory)
     if not suites:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
-    if suites == [directory]:  # one suite: OUT is its published folder
-        publish_records(load_runs(directory), out)
-        return publish(out)
-    for suite_dir in suites:
-        publish_records(load_runs(suite_dir), out / suite_dir.name)
-        publish(out / suite_dir.name)
+    targets = [out] if suites == [directory] else [out / suite_dir.name for suite_dir in suites]
+    for suite_dir, target in zip(suites, targets):
+        runs = load_runs(suite_dir)
+        publish_records(added(runs, load_runs(target)) if add else runs, target)
+        if target != out:
+            publish(target)
     return publish(out)
 
 

@@ -245,6 +245,26 @@ def rows_of(frame: pl.DataFrame, run: str) -> pl.DataFrame:
     return mine.select(c for c in mine.columns if mine[c].null_count() < mine.height)
 
 
+# What makes two runs parts of one suite: the same task, starting weights and schedule.
+SAME_SUITE = ("suite", "task_spec", "model", "steps", "schedule", "sampling", "evaluation", "accuracy_before")
+
+
+def added(new: list[Run], published: list[Run]) -> list[Run]:
+    """`published` runs whose names `new` lacks, and `new`: a suite finished in parts (other
+    sessions, other clusters). Refused when a kept run is not a part of the same suite."""
+    names = {run_name(info["algorithm"], info["seed"]) for info, _, _ in new}
+    kept = [run for run in published if run_name(run[0]["algorithm"], run[0]["seed"]) not in names]
+    if new:
+        for info, _, _ in kept:
+            for field in SAME_SUITE:
+                if info.get(field) != new[0][0].get(field):
+                    raise ValueError(
+                        f"{run_name(info['algorithm'], info['seed'])}: its {field} differs from the runs "
+                        f"added ({info.get(field)!r} vs {new[0][0].get(field)!r}); publish into another folder"
+                    )
+    return sorted(kept + new, key=lambda run: run_name(run[0]["algorithm"], run[0]["seed"]))
+
+
 def publish_records(runs: list[Run], out_dir: Path) -> None:
     """Write a suite's finished runs as the compact records `load_runs` reads: what the
     leaderboard and plots need, without checkpoints and logs. Replaces what `out_dir` held."""

@@ -1181,6 +1181,27 @@ MUTANTS = [
         'parse_suite(s, f"suites[{i}]")',
         CONFIG,
     ),
+    (
+        "add: --add replaces the published runs",
+        "harness/leaderboard.py",
+        "publish_records(added(runs, load_runs(target)) if add else runs, target)",
+        "publish_records(runs, target)",
+        [f"{DRIVER[0]}::test_published_records_alone_publish_the_same_leaderboard"],
+    ),
+    (
+        "add: a kept run's namesake kept beside the new one",
+        "harness/records.py",
+        "    kept = [run for run in published if run_name(run[0][\"algorithm\"], run[0][\"seed\"]) not in names]",
+        "    kept = list(published)",
+        BOARD,
+    ),
+    (
+        "add: a run of another suite's start kept",
+        "harness/records.py",
+        "                if info.get(field) != new[0][0].get(field):",
+        "                if info.get(field) is None:",
+        BOARD,
+    ),
 ]
 
 

@@ -5,6 +5,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import typing
@@ -282,6 +283,14 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
         pl.read_parquet(runs / "math" / "leaderboard.parquet")
     )
     assert not any(published.glob("*/*/run.json"))  # nothing here for a rerun to take as finished
+    # a suite finished in parts: one run's folder published into the records of the others
+    part = tmp_path / "part" / "math"
+    shutil.copytree(runs / "math" / "hp_rlvr-seed0", part / "hp_rlvr-seed0")
+    assert main(["leaderboard", str(part.parent), "--add"]) == 2  # it adds to a published folder: which?
+    assert main(["leaderboard", str(part.parent), "--publish", str(published), "--add"]) == 0
+    assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(
+        pl.read_parquet(runs / "math" / "leaderboard.parquet")
+    )
 
 
 @pytest.mark.slow

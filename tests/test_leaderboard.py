@@ -269,3 +269,18 @@ def test_runs_recorded_when_the_reference_was_called_baseline_are_read_under_the
     old["baseline"] = old.pop("reference")
     assert current(old)["reference"] == "grpo" and "baseline" not in current(old)
     assert current(run_info()) == run_info()
+
+
+def test_runs_added_to_a_published_suite_keep_its_others_and_replace_their_namesakes(tmp_path):
+    from harness.records import added, load_runs, publish_records
+
+    def run(seed, reward, **changes):
+        return run_info(seed=seed, accuracy_before=0.5, **changes), two_steps(reward=[reward, reward]), pl.DataFrame()
+
+    publish_records([run(0, 0.1), run(1, 0.2)], tmp_path)
+    publish_records(added([run(1, 0.7), run(2, 0.3)], load_runs(tmp_path)), tmp_path)
+    runs = load_runs(tmp_path)
+    assert [(info["seed"], steps["reward"][0]) for info, steps, _ in runs] == [(0, 0.1), (1, 0.7), (2, 0.3)]
+    with pytest.raises(ValueError, match="grpo-seed0: its model differs"):
+        added([run(3, 0.3, model="other")], runs)
+    assert len(added([run(0, 0.3, model="other")], [run(0, 0.1)])) == 1  # a replaced run is not compared
