@@ -1191,7 +1191,7 @@ MUTANTS = [
     (
         "add: a kept run's namesake kept beside the new one",
         "harness/records.py",
-        "    kept = [run for run in published if run_name(run[0][\"algorithm\"], run[0][\"seed\"]) not in names]",
+        '    kept = [run for run in published if run_name(run[0]["algorithm"], run[0]["seed"]) not in names]',
         "    kept = list(published)",
         BOARD,
     ),
