@@ -159,6 +159,7 @@ class RLVRModule(L.LightningModule):
             self.sampling.temperature,
             batch.eligible,
             group_size=self.group_size,
+            slots=self.update_args.scoring_tokens,
         )
 
     def policy_objective(self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor) -> tuple[Tensor, dict[str, float]]:

@@ -103,6 +103,11 @@ class UpdateArgs:
     """Truncated importance sampling for a sampler that is not the policy (vLLM): each token's
     loss weighted by min(pi_old / pi_sampler, tis_cap), pi_old the policy's own recomputed
     probability at the weights that sampled (Yao et al., 2025). None: no correction."""
+    scoring_tokens: PositiveInt | None = None
+    """Token slots (rows x columns) in one forward pass of the update: a mini-batch is scored a
+    few prompts' groups at a time, shortest first, each pass padded only to its own longest row
+    (verl's `ppo_max_token_len_per_gpu`). The same log-probs and gradient up to float rounding.
+    None: the whole mini-batch in one pass, padded to its longest row."""
 
     def __post_init__(self):
         check_fields(self)  # clip_low < 1: the ratio's lower bound 1 - clip_low stays positive

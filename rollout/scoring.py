@@ -39,6 +39,7 @@ def sequence_logprobs(
     temperature: float,
     positions: Tensor | None = None,
     group_size: int = 1,
+    slots: int | None = None,
 ) -> Tensor:
     """[N, L] log-prob of each token given the ones before it (column 0, which has no
     context, is 0). Gradients flow when called outside no_grad.
@@ -51,7 +52,18 @@ def sequence_logprobs(
     (0 elsewhere): the trunk runs once and only the hidden states that predict them are projected
     to the vocabulary, so no [N, L, V] logits exist (a prompt of 500 tokens and a vocabulary of
     151,936 would otherwise cost 300 MB a row in float32). The projection is the model's output
-    head as is: a model that post-processes its logits (soft-capping) needs `positions=None`."""
+    head as is: a model that post-processes its logits (soft-capping) needs `positions=None`.
+
+    `slots`: at most that many token slots a pass (`by_length`), with `positions` given."""
+    if slots is not None and positions is not None and input_ids.numel() > slots:
+        return by_length(
+            lambda ids, mask, scored: sequence_logprobs(model, ids, mask, temperature, scored, group_size),
+            input_ids,
+            attention_mask,
+            positions,
+            group_size,
+            slots,
+        )
     if positions is None:
         logits = model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
@@ -66,6 +78,38 @@ def sequence_logprobs(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
         ).last_hidden_state
     return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
+
+
+def by_length(
+    score, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group_size: int, slots: int
+) -> Tensor:
+    """`score(input_ids, attention_mask, positions)` -> [n, l] over groups of `group_size` rows
+    taken shortest first, in passes of at most `slots` token slots (one group at least), each
+    trimmed of the columns that are padding in all its rows; the results put back in place. Rows
+    that stop early are then not computed at the longest row's length."""
+    rows, width = input_ids.shape
+    used = attention_mask.bool().view(rows // group_size, group_size, width).any(1)  # [groups, L]
+    first = used.int().argmax(-1)
+    last = width - 1 - used.flip(-1).int().argmax(-1)
+    order = torch.argsort(last, stable=True).tolist()
+    parts, placed, start = [], [], 0
+    while start < len(order):
+        end = start + 1
+        lo = int(first[order[start]])
+        while end < len(order):
+            lo_next = min(lo, int(first[order[end]]))
+            if (end + 1 - start) * group_size * (int(last[order[end]]) + 1 - lo_next) > slots:
+                break
+            lo, end = lo_next, end + 1
+        hi = int(last[order[end - 1]]) + 1
+        index = torch.tensor(
+            [g * group_size + k for g in order[start:end] for k in range(group_size)], device=input_ids.device
+        )
+        part = score(input_ids[index, lo:hi], attention_mask[index, lo:hi], positions[index, lo:hi])
+        parts.append(torch.nn.functional.pad(part, (lo, width - hi)))
+        placed.append(index)
+        start = end
+    return torch.cat(parts)[torch.argsort(torch.cat(placed))]
 
 
 def shared_prefix_length(model, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group_size: int) -> int:

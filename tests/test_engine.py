@@ -177,6 +177,44 @@ def test_grouped_training_forward_equals_the_unshared_one_with_gradients(tiny_di
     )
 
 
+def test_scoring_in_passes_by_length_equals_one_pass_with_gradients(tiny_dir):
+    model, rollouts = grouped_rollouts(tiny_dir, 6, 4)
+    lengths = rollouts.attention_mask.view(6, 4, -1).any(1).sum(-1)
+    assert len(set(lengths.tolist())) > 2  # groups of several lengths, so passes differ in width
+    results = []
+    for slots in (None, 4 * int(lengths.max()) * 2):  # two groups a pass at most
+        model.zero_grad()
+        logp = sequence_logprobs(
+            model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible, group_size=4, slots=slots
+        )
+        (logp * torch.linspace(-1, 1, logp.numel()).view_as(logp)).sum().backward()
+        results.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    torch.testing.assert_close(results[1][0], results[0][0], atol=1e-6, rtol=1e-6)
+    for one_pass, by_passes in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(by_passes, one_pass, atol=1e-5, rtol=1e-4)  # rounding: sums in another order
+
+
+def test_passes_by_length_hold_whole_groups_shortest_first_within_their_slots():
+    from rollout.scoring import by_length
+
+    ends = [9, 3, 6, 6, 2, 9]  # each group's last used column; every row starts at column 1 or 2
+    mask = torch.zeros(12, 10, dtype=torch.long)
+    for g, end in enumerate(ends):
+        mask[2 * g : 2 * g + 2, 1 + g % 2 : end + 1] = 1
+    ids = (torch.arange(12)[:, None] + 1) * mask  # a row's tokens are its number + 1
+    passes = []
+
+    def score(input_ids, attention_mask, positions):
+        passes.append(((input_ids[::2].amax(1) - 1) // 2).tolist())  # the groups of the pass
+        assert attention_mask.any(0).all()  # trimmed to columns some row uses
+        return input_ids.float()
+
+    scored = by_length(score, ids, mask, mask.bool(), group_size=2, slots=2 * 2 * 7)
+    assert torch.equal(scored, ids.float())  # every row back in its place, padding 0
+    assert passes == [[4, 1], [2, 3], [0], [5]]  # shortest first; room for two groups of 7 columns: 6 fit, 9 not
+    assert sorted(g for p in passes for g in p) == list(range(6))
+
+
 def test_top_p_keeps_the_smallest_nucleus_and_renormalises():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
     torch.manual_seed(0)

@@ -147,3 +147,40 @@ def test_the_update_takes_whole_groups_per_mini_batch_and_records_every_mini_bat
     assert stats["clip_ratio/low_mean"] == pytest.approx((0.1 + 0.3 + 0.0 + 0.4) / 4)
     assert stats["clip_ratio/high_mean"] == pytest.approx((0.0 + 0.2 + 0.6 + 0.0) / 4)
     assert stats["clip_ratio/region_mean"] == pytest.approx((0.5 + 0.0 + 0.1 + 0.2) / 4)
+
+
+def test_an_update_scored_in_passes_by_length_steps_as_one_pass_does(tiny_dir, monkeypatch):
+    """`update.scoring_tokens`: the shared update scores its mini-batch a few groups a pass and
+    ends at the weights one pass reaches, up to rounding."""
+    import rollout.scoring
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    task = MathTask(train_size=20, eval_size=5)
+    problems = [p for p in task.train_problems()[:6] for _ in range(4)]
+    passes, real = [], rollout.scoring.by_length
+    monkeypatch.setattr(rollout.scoring, "by_length", lambda *a, **k: passes.append(1) or real(*a, **k))
+    after = []
+    for slots in (None, 64):
+        model, tokenizer = load_policy(tiny_dir)
+        torch.manual_seed(0)
+        rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=12)).generate(problems, group_size=4)
+        rollouts.verdicts = [Verdict(float(i % 3 == 0), "") for i in range(24)]
+        module = GRPO(
+            policy=model, tokenizer=tokenizer, task=task, group_size=4, update=UpdateArgs(scoring_tokens=slots)
+        )
+        optimizer = torch.optim.SGD(list(module.parameters()), lr=1.0)
+        module.optimizers = lambda: optimizer
+        module.lr_schedulers = lambda: torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+        module.manual_backward = lambda loss, **kwargs: loss.backward(**kwargs)
+        module.engine.push_weights = lambda: None
+        stats = module.update(rollouts, module.credit(rollouts)[0])
+        after.append((stats, [p.detach().clone() for p in model.parameters()]))
+    assert passes == [1]  # the setting reached the scoring, once
+    assert after[1][0]["grad_norm"] == pytest.approx(after[0][0]["grad_norm"], rel=1e-5)
+    assert after[1][0]["loss"] == pytest.approx(after[0][0]["loss"], rel=1e-5, abs=1e-7)
+    for one_pass, by_passes in zip(after[0][1], after[1][1]):
+        torch.testing.assert_close(by_passes, one_pass, atol=1e-5, rtol=1e-4)
