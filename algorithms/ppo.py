@@ -25,7 +25,7 @@ from torch import Tensor
 from algorithms.base import RLVRModule
 from rollout.batch import Rollouts, position_ids
 from rollout.ranges import NonNegativeFloat, PositiveFloat, UnitInterval
-from rollout.scoring import logprobs_at, masked_mean
+from rollout.scoring import by_length, logprobs_at, masked_mean
 from rollout.sharding import trunk
 
 
@@ -150,7 +150,13 @@ class PPO(RLVRModule):
     # ---- stage 4 extras: the clipped value loss, from the same forward pass as the policy's
 
     def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
-        logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask, batch.eligible)
+        slots = self.update_args.scoring_tokens
+        if slots is not None and batch.input_ids.numel() > slots:
+            logprobs, values = by_length(
+                self.forward_with_values, batch.input_ids, batch.attention_mask, batch.eligible, 1, slots
+            )
+        else:
+            logprobs, values = self.forward_with_values(batch.input_ids, batch.attention_mask, batch.eligible)
         return logprobs, {"values": values}
 
     def critic_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:

@@ -57,13 +57,13 @@ def sequence_logprobs(
     `slots`: at most that many token slots a pass (`by_length`), with `positions` given."""
     if slots is not None and positions is not None and input_ids.numel() > slots:
         return by_length(
-            lambda ids, mask, scored: sequence_logprobs(model, ids, mask, temperature, scored, group_size),
+            lambda ids, mask, scored: (sequence_logprobs(model, ids, mask, temperature, scored, group_size),),
             input_ids,
             attention_mask,
             positions,
             group_size,
             slots,
-        )
+        )[0]
     if positions is None:
         logits = model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
@@ -82,11 +82,12 @@ def sequence_logprobs(
 
 def by_length(
     score, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group_size: int, slots: int
-) -> Tensor:
-    """`score(input_ids, attention_mask, positions)` -> [n, l] over groups of `group_size` rows
-    taken shortest first, in passes of at most `slots` token slots (one group at least), each
-    trimmed of the columns that are padding in all its rows; the results put back in place. Rows
-    that stop early are then not computed at the longest row's length."""
+) -> tuple[Tensor, ...]:
+    """`score(input_ids, attention_mask, positions)` -> a tuple of [n, l] tensors, over groups of
+    `group_size` rows taken shortest first, in passes of at most `slots` token slots (one group at
+    least), each trimmed of the columns that are padding in all its rows; the results put back in
+    place (0 on the trimmed columns). Rows that stop early are then not computed at the longest
+    row's length."""
     rows, width = input_ids.shape
     used = attention_mask.bool().view(rows // group_size, group_size, width).any(1)  # [groups, L]
     first = used.int().argmax(-1)
@@ -105,11 +106,12 @@ def by_length(
         index = torch.tensor(
             [g * group_size + k for g in order[start:end] for k in range(group_size)], device=input_ids.device
         )
-        part = score(input_ids[index, lo:hi], attention_mask[index, lo:hi], positions[index, lo:hi])
-        parts.append(torch.nn.functional.pad(part, (lo, width - hi)))
+        outputs = score(input_ids[index, lo:hi], attention_mask[index, lo:hi], positions[index, lo:hi])
+        parts.append([torch.nn.functional.pad(output, (lo, width - hi)) for output in outputs])
         placed.append(index)
         start = end
-    return torch.cat(parts)[torch.argsort(torch.cat(placed))]
+    back = torch.argsort(torch.cat(placed))
+    return tuple(torch.cat(outputs)[back] for outputs in zip(*parts))
 
 
 def shared_prefix_length(model, input_ids: Tensor, attention_mask: Tensor, positions: Tensor, group_size: int) -> int:

@@ -1184,8 +1184,8 @@ MUTANTS = [
     (
         "passes: rows not put back in place",
         "rollout/scoring.py",
-        "    return torch.cat(parts)[torch.argsort(torch.cat(placed))]",
-        "    return torch.cat(parts)",
+        "    back = torch.argsort(torch.cat(placed))",
+        "    back = torch.cat(placed)",
         ENGINE,
     ),
     (
@@ -1208,6 +1208,13 @@ MUTANTS = [
         "            slots=self.update_args.scoring_tokens,",
         "            slots=None,",
         ["tests/test_surrogate.py"],
+    ),
+    (
+        "passes: PPO's pass not split",
+        "algorithms/ppo.py",
+        "        if slots is not None and batch.input_ids.numel() > slots:",
+        "        if False:",
+        ["tests/test_ppo.py"],
     ),
     (
         "add: --add replaces the published runs",

@@ -197,7 +197,7 @@ def test_scoring_in_passes_by_length_equals_one_pass_with_gradients(tiny_dir):
 def test_passes_by_length_hold_whole_groups_shortest_first_within_their_slots():
     from rollout.scoring import by_length
 
-    ends = [9, 3, 6, 6, 2, 9]  # each group's last used column; every row starts at column 1 or 2
+    ends = [9, 3, 6, 2, 6, 9]  # each group's last used column; every row starts at column 1 or 2
     mask = torch.zeros(12, 10, dtype=torch.long)
     for g, end in enumerate(ends):
         mask[2 * g : 2 * g + 2, 1 + g % 2 : end + 1] = 1
@@ -207,11 +207,11 @@ def test_passes_by_length_hold_whole_groups_shortest_first_within_their_slots():
     def score(input_ids, attention_mask, positions):
         passes.append(((input_ids[::2].amax(1) - 1) // 2).tolist())  # the groups of the pass
         assert attention_mask.any(0).all()  # trimmed to columns some row uses
-        return input_ids.float()
+        return (input_ids.float(),)
 
-    scored = by_length(score, ids, mask, mask.bool(), group_size=2, slots=2 * 2 * 7)
+    (scored,) = by_length(score, ids, mask, mask.bool(), group_size=2, slots=2 * 2 * 7)
     assert torch.equal(scored, ids.float())  # every row back in its place, padding 0
-    assert passes == [[4, 1], [2, 3], [0], [5]]  # shortest first; room for two groups of 7 columns: 6 fit, 9 not
+    assert passes == [[3, 1], [2, 4], [0], [5]]  # shortest first; room for two groups of 7 columns: 6 fit, 9 not
     assert sorted(g for p in passes for g in p) == list(range(6))
 
 

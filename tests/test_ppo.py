@@ -186,3 +186,30 @@ def test_ppo_credit_and_value_loss_with_a_trained_head_and_gamma_apart_from_lamb
     assert value_stats["ppo/value_loss"] == pytest.approx(float((per_token * mask).sum() / mask.sum()), rel=1e-5)
     assert float(loss) == pytest.approx(0.1 * value_stats["ppo/value_loss"], rel=1e-5)  # value_coef's default
     assert value_stats["ppo/value_clip_frac"] == 1.0
+
+
+def test_ppo_scored_in_passes_by_length_gives_the_same_log_probs_and_values(tiny_dir, monkeypatch):
+    """`update.scoring_tokens` reaches PPO's own pass (log-probs and values from one trunk pass)."""
+    import algorithms.ppo
+    from algorithms.loss import UpdateArgs
+    from algorithms.ppo import PPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.math import MathTask
+
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    torch.manual_seed(0)
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=12)).generate(task.train_problems()[:6])
+    passes, real = [], algorithms.ppo.by_length
+    monkeypatch.setattr(algorithms.ppo, "by_length", lambda *a, **k: passes.append(1) or real(*a, **k))
+    outputs = []
+    for slots in (None, 40):
+        module = PPO(policy=model, tokenizer=tokenizer, task=task, update=UpdateArgs(scoring_tokens=slots))
+        torch.manual_seed(1)
+        torch.nn.init.normal_(module.value_head.weight)  # the same head both times, not zero
+        logprobs, extra = module.score(rollouts)
+        outputs.append((logprobs.detach(), extra["values"].detach() * rollouts.eligible))
+    assert passes == [1]
+    torch.testing.assert_close(outputs[1][0], outputs[0][0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(outputs[1][1], outputs[0][1], atol=1e-5, rtol=1e-5)
