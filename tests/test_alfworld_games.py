@@ -220,6 +220,25 @@ def test_planner_agrees_and_can_be_cut_short(games, env):
     assert plan_walkthrough(game.path, timeout_s=0.01) is None
 
 
+def test_the_planner_runs_with_fixed_string_hashing_whatever_the_callers(games, monkeypatch):
+    """Ties between equally short plans fall to set order, which follows string hashing: with the
+    caller's, a fresh cache's walkthroughs (and so its warm start) differed from an earlier one's
+    (docs/tasks.md)."""
+    import subprocess
+
+    import tasks.alfworld.planner as planner
+
+    seen = []
+
+    def run(command, **kwargs):
+        seen.append(kwargs["env"]["PYTHONHASHSEED"])
+        return subprocess.CompletedProcess(command, 0, stdout='["look"]\n', stderr="")
+
+    monkeypatch.setenv("PYTHONHASHSEED", "1")
+    monkeypatch.setattr(planner.subprocess, "run", run)
+    assert plan_walkthrough(games[0].path) == ["look"] and seen == ["0"]
+
+
 def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
     """A fake json_2.1.1 tree in the official layout, made from generated games."""
     tree = tmp_path / "alfworld" / "json_2.1.1"
