@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             print(shown(args.run, args.step, args.held_out, args.limit))
-        except FileNotFoundError as error:
+        except (FileNotFoundError, ValueError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
