@@ -151,7 +151,7 @@ class PPO(RLVRModule):
 
     def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
         slots = self.update_args.scoring_tokens
-        if slots is not None and batch.input_ids.numel() > slots:
+        if slots is not None:
             logprobs, values = by_length(
                 self.forward_with_values, batch.input_ids, batch.attention_mask, batch.eligible, 1, slots
             )

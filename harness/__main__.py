@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "leaderboard":
         from harness.leaderboard import publish
-        from harness.records import suite_folders
+        from harness.records import NotOneSuite, suite_folders
 
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
@@ -193,13 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.publish:
                 from harness.leaderboard import publish_to
 
-                try:
-                    board = publish_to(args.directory, args.publish, add=args.add)
-                except ValueError as error:  # --add: a kept run is not a part of this suite
-                    print(f"error: --add: {error}", file=sys.stderr)
-                    return 2
+                board = publish_to(args.directory, args.publish, add=args.add)
         except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
+            return 2
+        except NotOneSuite as error:
+            print(f"error: --add: {error}", file=sys.stderr)
             return 2
         from harness.leaderboard import compact
 

@@ -249,20 +249,28 @@ def rows_of(frame: pl.DataFrame, run: str) -> pl.DataFrame:
 SAME_SUITE = ("suite", "task_spec", "model", "steps", "schedule", "sampling", "evaluation", "accuracy_before")
 
 
+class NotOneSuite(ValueError):
+    """Runs added to a published suite that are not parts of it (`added`)."""
+
+
 def added(new: list[Run], published: list[Run]) -> list[Run]:
     """`published` runs whose names `new` lacks, and `new`: a suite finished in parts (other
     sessions, other clusters). Refused when a kept run is not a part of the same suite."""
-    names = {run_name(info["algorithm"], info["seed"]) for info, _, _ in new}
-    kept = [run for run in published if run_name(run[0]["algorithm"], run[0]["seed"]) not in names]
-    if new:
-        for info, _, _ in kept:
-            for field in SAME_SUITE:
-                if info.get(field) != new[0][0].get(field):
-                    raise ValueError(
-                        f"{run_name(info['algorithm'], info['seed'])}: its {field} differs from the runs "
-                        f"added ({info.get(field)!r} vs {new[0][0].get(field)!r}); publish into another folder"
-                    )
-    return sorted(kept + new, key=lambda run: run_name(run[0]["algorithm"], run[0]["seed"]))
+
+    def name(run: Run) -> str:
+        return run_name(run[0]["algorithm"], run[0]["seed"])
+
+    names = {name(run) for run in new}
+    kept = [run for run in published if name(run) not in names]
+    for run in kept if new else []:
+        info, reference = run[0], new[0][0]
+        differs = next((field for field in SAME_SUITE if info.get(field) != reference.get(field)), None)
+        if differs is not None:
+            raise NotOneSuite(
+                f"{name(run)}: its {differs} differs from the runs added ({info.get(differs)!r} vs "
+                f"{reference.get(differs)!r}); publish into another folder"
+            )
+    return sorted(kept + new, key=name)
 
 
 def publish_records(runs: list[Run], out_dir: Path) -> None:

@@ -55,7 +55,7 @@ def sequence_logprobs(
     head as is: a model that post-processes its logits (soft-capping) needs `positions=None`.
 
     `slots`: at most that many token slots a pass (`by_length`), with `positions` given."""
-    if slots is not None and positions is not None and input_ids.numel() > slots:
+    if slots is not None and positions is not None:
         return by_length(
             lambda ids, mask, scored: (sequence_logprobs(model, ids, mask, temperature, scored, group_size),),
             input_ids,
@@ -87,22 +87,24 @@ def by_length(
     `group_size` rows taken shortest first, in passes of at most `slots` token slots (one group at
     least), each trimmed of the columns that are padding in all its rows; the results put back in
     place (0 on the trimmed columns). Rows that stop early are then not computed at the longest
-    row's length."""
+    row's length. A batch of at most `slots` slots is scored as it is, in one pass."""
+    if input_ids.numel() <= slots:
+        return tuple(score(input_ids, attention_mask, positions))
     rows, width = input_ids.shape
     used = attention_mask.bool().view(rows // group_size, group_size, width).any(1)  # [groups, L]
-    first = used.int().argmax(-1)
-    last = width - 1 - used.flip(-1).int().argmax(-1)
-    order = torch.argsort(last, stable=True).tolist()
+    first = used.int().argmax(-1).tolist()
+    last = (width - 1 - used.flip(-1).int().argmax(-1)).tolist()
+    order = sorted(range(len(last)), key=last.__getitem__)  # stable: ties keep their order
     parts, placed, start = [], [], 0
     while start < len(order):
         end = start + 1
-        lo = int(first[order[start]])
+        lo = first[order[start]]
         while end < len(order):
-            lo_next = min(lo, int(first[order[end]]))
-            if (end + 1 - start) * group_size * (int(last[order[end]]) + 1 - lo_next) > slots:
+            lo_next = min(lo, first[order[end]])
+            if (end + 1 - start) * group_size * (last[order[end]] + 1 - lo_next) > slots:
                 break
             lo, end = lo_next, end + 1
-        hi = int(last[order[end - 1]]) + 1
+        hi = last[order[end - 1]] + 1
         index = torch.tensor(
             [g * group_size + k for g in order[start:end] for k in range(group_size)], device=input_ids.device
         )
