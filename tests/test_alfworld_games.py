@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks.alfworld import generation
-from tasks.alfworld.data import TASK_TYPES, GameRecord, GameSize
+from tasks.alfworld.data import PLANNER_VERSION, TASK_TYPES, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games, goal_error
 from tasks.alfworld.official import load_official_games
@@ -81,6 +81,21 @@ def test_second_call_loads_from_the_cache(games, cache, monkeypatch):
 
     monkeypatch.setattr(generation, "_build_game", no_building)
     assert generate_games(TASK_TYPES, count=COUNT, seed=0, cache_dir=cache) == games
+
+
+def test_a_cache_planned_by_an_older_planner_is_not_read(games, tmp_path, monkeypatch):
+    """Games cached before the planner's hashing was fixed may hold other walkthroughs."""
+    older = tmp_path / "older"
+    older.mkdir()
+    for game in games:
+        folder = Path(game.path).parent
+        assert folder.name == f"{game.game_id}-p{PLANNER_VERSION}"
+        (older / game.game_id).symlink_to(folder)  # the layout before PLANNER_VERSION named folders
+    built, real = [], generation._build_game
+    monkeypatch.setattr(generation, "_build_game", lambda *a, **k: built.append(1) or real(*a, **k))
+    again = generate_games(TASK_TYPES, count=2, seed=0, cache_dir=older)
+    assert [g.game_id for g in again] == [g.game_id for g in games[:2]]
+    assert len(built) == 2
 
 
 def test_train_and_eval_splits_are_disjoint(games, cache):

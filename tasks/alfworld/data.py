@@ -25,6 +25,9 @@ TASK_TYPES: tuple[str, ...] = (
 # Bump when the generator's output changes: it is part of every game's hash, so old cache
 # entries are simply never looked up again.
 GENERATOR_VERSION = 1
+# Bump when the planner's walkthroughs change: it names each game's cache folder (not the game),
+# so a cache planned by an older planner is never read. 2: the planner's string hashing is fixed.
+PLANNER_VERSION = 2
 
 SPLITS = ("train", "eval")
 # A game belongs to "eval" iff its world hash falls in one of these buckets: membership is a

@@ -28,6 +28,7 @@ from tasks.alfworld.data import (
     _LAMPS,
     _SPLIT_BUCKETS,
     GENERATOR_VERSION,
+    PLANNER_VERSION,
     SPLITS,
     TASK_TYPES,
     GameRecord,
@@ -390,8 +391,8 @@ def generate_games(
     task_types[i % len]), deterministic in (task_types, count, seed, size, split); a longer list
     with the same arguments starts with the shorter one.
 
-    Each game is written once as cache_dir/<game_id>/game.tw-pddl with a traj_data.json beside
-    it (the official ALFWorld layout, so `load_official_games(cache_dir)` and alfworld's own
+    Each game is written once as cache_dir/<game_id>-p<PLANNER_VERSION>/game.tw-pddl with a
+    traj_data.json beside it (the official ALFWorld layout, so `load_official_games(cache_dir)` and alfworld's own
     AlfredTWEnv read it too); later calls find it there and play nothing. A game is kept only if
     its walkthrough, replayed, wins. `expert`: "scripted" (instant; falls back to the planner if
     its plan ever fails) or "planner" (fast-downward's optimal plan, in a subprocess killed after
@@ -437,7 +438,7 @@ def _games_of_type(
             continue
         seen.add(world)
         game_id = _digest(world, spec.sentence, expert)[:16]
-        folder = cache / game_id
+        folder = cache / f"{game_id}-p{PLANNER_VERSION}"
         record = _read_game_dir(folder, split=split, game_id=game_id)
         if record is None and not (folder / "game.tw-pddl").exists():
             if env is None:
