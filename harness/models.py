@@ -119,6 +119,34 @@ def task_corpus(task: Task, rl_only: int = 0) -> list[str]:
     return [p.prompt + p.demonstration for p in demonstrated(task, rl_only)]
 
 
+class TokenMemo:
+    """`tokenizer`, with `tokenizer(text, add_special_tokens=False)` tokenised once per text: the
+    warm start draws the same demonstrations step after step, and tokenising their texts again
+    was most of its data time (docs/performance.md). Each call gets a list of its own."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids = tokenizer, {}
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, text, add_special_tokens: bool = True, **kwargs):
+        if add_special_tokens or kwargs or not isinstance(text, str):
+            return self.tokenizer(text, add_special_tokens=add_special_tokens, **kwargs)
+        if text not in self.ids:
+            self.ids[text] = tuple(self.tokenizer(text, add_special_tokens=False).input_ids)
+        return Encoded(input_ids=list(self.ids[text]))
+
+
+class Encoded(dict):
+    """What a tokenizer's call gives, as cheap to make as a dict (a BatchEncoding cost more than
+    the lookup): `encoded.input_ids` or `encoded["input_ids"]`."""
+
+    @property
+    def input_ids(self) -> list[int]:
+        return self["input_ids"]
+
+
 class Demonstrations(torch.utils.data.IterableDataset):
     """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
     `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
@@ -142,7 +170,7 @@ class Demonstrations(torch.utils.data.IterableDataset):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
 
         rng = random.Random(self.seed)
-        tok, template = self.tokenizer, HindsightTemplate()
+        tok, template = TokenMemo(self.tokenizer), HindsightTemplate()
         problems = [p for p in demonstrated(self.task, self.rl_only) if p.demonstration]
         while True:
             rows = []
@@ -177,15 +205,13 @@ def layout(rows: list[tuple[list[int], list[int]]], pad_id: int) -> list[dict[st
 
 
 def padded(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Rows right-padded to the longest (positions start at 0), each tensor made in one call."""
     width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), pad_id)
-    labels = torch.full((len(rows), width), -100)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (ids, lab) in enumerate(rows):  # right padding: positions start at 0
-        input_ids[i, : len(ids)] = torch.tensor(ids)
-        labels[i, : len(lab)] = torch.tensor(lab)
-        attention[i, : len(ids)] = 1
-    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+    return {
+        "input_ids": torch.tensor([ids + [pad_id] * (width - len(ids)) for ids, _ in rows]),
+        "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows]),
+        "labels": torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows]),
+    }
 
 
 def first_fit(rows: list[tuple[list[int], list[int]]], width: int) -> list[list[tuple[list[int], list[int]]]]:
@@ -208,18 +234,18 @@ def packed_lines(lines: list[list[tuple[list[int], list[int]]]], width: int, pad
     sequence boundaries and attends within each row only, so the loss is that of the rows padded
     one per line (tested) on fewer token slots. A row's first label is dropped, as the shift drops
     it when the row starts a line, so nothing is learnt across a boundary."""
-    input_ids = torch.full((len(lines), width), pad_id)
-    labels = torch.full((len(lines), width), -100)
-    positions = torch.zeros((len(lines), width), dtype=torch.long)
-    for i, line in enumerate(lines):
-        at = 0
+    input_ids, labels, positions = [], [], []
+    for line in lines:
+        line_ids, line_labels, line_positions = [], [], []
         for ids, lab in line:
-            input_ids[i, at : at + len(ids)] = torch.tensor(ids)
-            labels[i, at + 1 : at + len(lab)] = torch.tensor(lab[1:])
-            positions[i, at : at + len(ids)] = torch.arange(len(ids))
-            at += len(ids)
-        positions[i, at:] = torch.arange(width - at)  # the tail of padding is a row of its own
-    return {"input_ids": input_ids, "labels": labels, "position_ids": positions}
+            line_ids += ids
+            line_labels += [-100] + lab[1:] + [-100] * (len(ids) - len(lab))
+            line_positions += range(len(ids))
+        tail = width - len(line_ids)
+        input_ids.append(line_ids + [pad_id] * tail)
+        labels.append(line_labels + [-100] * tail)
+        positions.append(line_positions + list(range(tail)))  # the tail of padding is a row of its own
+    return {"input_ids": torch.tensor(input_ids), "labels": torch.tensor(labels), "position_ids": torch.tensor(positions)}
 
 
 class SupervisedWarmStart(L.LightningModule):

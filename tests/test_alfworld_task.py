@@ -56,6 +56,17 @@ def test_searching_demonstrations_look_before_they_take_and_win(tmp_path):
         AlfworldTask(expert="oracle")
 
 
+def test_games_and_demonstrations_made_in_worker_processes_equal_those_made_here(tmp_path):
+    def made(processes: int, folder: str) -> list:
+        task = AlfworldTask(
+            train_games=8, eval_games=4, expert="search", cache_dir=str(tmp_path / folder), env_processes=processes
+        )
+        return [(p.id, p.prompt, p.demonstration) for p in [*task.train_problems(), *task.eval_problems()]]
+
+    here = made(0, "here")
+    assert made(2, "forked") == here and len({id for id, _, _ in here}) == 12
+
+
 def test_an_invalid_command_is_a_turn_and_fails(task):
     problem = task.train_problems()[0]
     verdict = task.verify(problem, "dance\n> " * 9 + "dance\n")
@@ -216,3 +227,14 @@ def test_a_worker_that_dies_mid_episode_fails_its_episodes_and_is_replaced(task)
             p for p, _ in pool.workers
         ]
         assert not any(isinstance(r, FailedStep) for r in pool.step(["look"] * 4))
+
+
+def test_the_warm_start_batches_are_those_of_the_tokenizer_without_its_memo(task, tiny_dir, monkeypatch):
+    """ALFWorld's examples extend the token lists they get: the memo must hand out copies."""
+    import harness.models
+    from tests.test_warm_start import batches
+
+    _, tokenizer = load_policy(tiny_dir)
+    memoised = batches(task, tokenizer, 6, segments=4)
+    monkeypatch.setattr(harness.models, "TokenMemo", lambda tokenizer: tokenizer)
+    assert batches(task, tokenizer, 6, segments=4) == memoised

@@ -119,3 +119,39 @@ def test_split_digits_keeps_every_digit_a_token_and_earlier_keys():
     assert any(len(p) > 1 and any(c.isdigit() for c in p) for p in map(fused.decode, fused(corpus[0]).input_ids))
     assert "split_digits" not in tiny_key(TinyConfig(vocabulary=512))
     assert tiny_key(TinyConfig(vocabulary=512, split_digits=True))["split_digits"] is True
+
+
+def test_token_memo_tokenises_a_text_once_and_hands_out_lists_of_their_own():
+    from harness.models import TokenMemo
+    from harness.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    memo, calls = TokenMemo(tokenizer), []
+    memo.tokenizer = lambda *args, **kwargs: calls.append(args) or tokenizer(*args, **kwargs)
+    first = memo("12+3=", add_special_tokens=False)
+    first.input_ids.append(99)  # callers extend what they get (ALFWorld's supervised_example)
+    again = memo("12+3=", add_special_tokens=False)
+    assert again.input_ids == again["input_ids"] == tokenizer("12+3=", add_special_tokens=False).input_ids
+    assert len(calls) == 1
+    assert memo(["a", "b"], add_special_tokens=False).input_ids == tokenizer(["a", "b"], add_special_tokens=False).input_ids
+    assert len(calls) == 2 and TokenMemo(tokenizer).eos_token_id == tokenizer.eos_token_id
+
+
+def batches(task, tokenizer, count: int, **kwargs) -> list:
+    import itertools
+
+    from harness.models import Demonstrations
+
+    data = Demonstrations(task, tokenizer, 8, 0, hindsight_fraction=0.5, **kwargs)
+    return [[{k: v.tolist() for k, v in part.items()} for part in b["parts"]] for b in itertools.islice(iter(data), count)]
+
+
+def test_the_warm_start_batches_are_those_of_the_tokenizer_without_its_memo(monkeypatch):
+    import harness.models
+    from harness.tiny import build_tokenizer
+    from tasks.math import MathTask
+
+    task, tokenizer = MathTask(train_size=20, eval_size=4), build_tokenizer()
+    memoised = batches(task, tokenizer, 12)
+    monkeypatch.setattr(harness.models, "TokenMemo", lambda tokenizer: tokenizer)
+    assert batches(task, tokenizer, 12) == memoised

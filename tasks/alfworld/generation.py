@@ -10,7 +10,9 @@ the engine. Each game is written in the official layout (`game.tw-pddl`, `traj_d
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -386,10 +388,12 @@ def generate_games(
     split: str = "train",
     expert: str = "scripted",
     planner_timeout_s: float = 20.0,
+    processes: int = 1,
 ) -> list[GameRecord]:
     """`count` distinct solvable games, round-robin over `task_types` (game i has type
     task_types[i % len]), deterministic in (task_types, count, seed, size, split); a longer list
-    with the same arguments starts with the shorter one.
+    with the same arguments starts with the shorter one. Each type's games are a stream of their
+    own, so `processes` > 1 generates the types in that many forked processes, the same games.
 
     Each game is written once as cache_dir/<game_id>-p<PLANNER_VERSION>/game.tw-pddl with a
     traj_data.json beside it (the official ALFWorld layout, so `load_official_games(cache_dir)` and alfworld's own
@@ -413,8 +417,18 @@ def generate_games(
     cache.mkdir(parents=True, exist_ok=True)
 
     order = [task_types[i % len(task_types)] for i in range(count)]
-    streams = {t: _games_of_type(t, seed, size, cache, split, expert, planner_timeout_s) for t in dict.fromkeys(order)}
+    jobs = [(t, order.count(t), seed, size, cache, split, expert, planner_timeout_s) for t in dict.fromkeys(order)]
+    if processes > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(min(processes, len(jobs))) as pool:
+            firsts = pool.starmap(_first_games, jobs, chunksize=1)
+    else:
+        firsts = [_first_games(*job) for job in jobs]
+    streams = {job[0]: iter(games) for job, games in zip(jobs, firsts)}
     return [next(streams[t]) for t in order]
+
+
+def _first_games(task_type: str, count: int, *stream_args: Any) -> list[GameRecord]:
+    return list(itertools.islice(_games_of_type(task_type, *stream_args), count))
 
 
 _MAX_ATTEMPTS = 100_000  # draws per type and split before giving up (a draw takes ~1 ms)
@@ -514,9 +528,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", default="train", choices=SPLITS)
     parser.add_argument("--task-types", nargs="+", default=list(TASK_TYPES))
+    parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    games = generate_games(args.task_types, args.count, args.seed, cache_dir=args.cache_dir, split=args.split)
+    games = generate_games(
+        args.task_types, args.count, args.seed, cache_dir=args.cache_dir, split=args.split, processes=args.processes
+    )
     for g in games:
         print(f"{g.game_id}  {g.task_type:32s} {g.scene:13s} {g.goal}")
     print(f"{len(games)} games in {time.perf_counter() - start:.1f} s", file=sys.stderr)

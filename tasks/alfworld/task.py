@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import functools
 import json
+import multiprocessing
 import os
 import random
 from collections.abc import Sequence
@@ -108,8 +110,8 @@ class AlfworldTask(Task):
         demonstrations are: "direct", the walkthrough, which goes straight to the objects, with a
         detour before each of its moves at `detour_rate`; "search", `tasks.alfworld.search`'s,
         which looks for each object until it shows (no detours). env_processes: worker
-        processes that step the rollouts' games (`EnvPool`); None: one per CPU core, at most 8;
-        0: in this process."""
+        processes that generate the games, play their demonstrations and step the rollouts'
+        games (`EnvPool`); None: one per CPU core, at most 8; 0: in this process."""
         if source not in ("generated", "official"):
             raise ValueError(f"source: expected 'generated' or 'official', got {source!r}")
         for name, value in (("train_games", train_games), ("eval_games", eval_games), ("max_turns", max_turns)):
@@ -148,7 +150,11 @@ class AlfworldTask(Task):
             records = train[: self.train_games] + held_out
         else:
             common = dict(
-                task_types=self.task_types, seed=self.seed, size=self.size, cache_dir=self.cache_dir / "games"
+                task_types=self.task_types,
+                seed=self.seed,
+                size=self.size,
+                cache_dir=self.cache_dir / "games",
+                processes=self.env_processes,
             )
             records = generate_games(count=self.train_games, split="train", **common) + generate_games(
                 count=self.eval_games, split="eval", **common
@@ -158,9 +164,8 @@ class AlfworldTask(Task):
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
         train, held_out = [], []
-        (env,) = environments(1, self.max_turns)
-        for game in self.games.values():
-            transcript = self.demonstration(env, game)
+        games = list(self.games.values())
+        for game, transcript in zip(games, self.demonstrations(games)):
             problem = Problem(
                 id=game.game_id,
                 prompt=transcript.prompt,
@@ -177,11 +182,24 @@ class AlfworldTask(Task):
     def eval_problems(self) -> Sequence[Problem]:
         return self._splits[1]
 
+    def demonstrations(self, games: Sequence[GameRecord]) -> list[Transcript]:
+        """`demonstration` of each game; those not cached yet are played in `env_processes` forked
+        processes first (each is seeded by its game alone, so the same wherever it is played)."""
+        todo = [g for g in games if not self._demonstration_file(g).exists()]
+        if self.env_processes > 1 and len(todo) > 1:
+            with multiprocessing.get_context("fork").Pool(self.env_processes) as pool:
+                pool.map(functools.partial(_demonstrate, self), todo)
+        (env,) = environments(1, self.max_turns)
+        return [self.demonstration(env, g) for g in games]
+
+    def _demonstration_file(self, game: GameRecord) -> Path:
+        style = f"{self.detour_rate}" if self.expert == "direct" else self.expert  # direct: earlier caches' names
+        return Path(game.path).with_name(f"demonstration-{style}-{self.max_turns}-{int(self.show_admissible)}.json")
+
     def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
         """The expert's play (walkthrough with seeded detours, or search), replayed; cached beside
         the game."""
-        style = f"{self.detour_rate}" if self.expert == "direct" else self.expert  # direct: earlier caches' names
-        cached = Path(game.path).with_name(f"demonstration-{style}-{self.max_turns}-{int(self.show_admissible)}.json")
+        cached = self._demonstration_file(game)
         if cached.exists():
             data = json.loads(cached.read_text())
             return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
@@ -339,6 +357,11 @@ class AlfworldTask(Task):
 
 _ENVIRONMENTS: list[AlfworldEnv] = []
 _ROLLOUT_POOLS: dict[int, EnvPool] = {}
+
+
+def _demonstrate(task: AlfworldTask, game: GameRecord) -> None:
+    (env,) = environments(1, task.max_turns)
+    task.demonstration(env, game)
 
 
 def environments(count: int, max_turns: int) -> list[AlfworldEnv]:
