@@ -73,23 +73,28 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
         print(f"building the starting weights {target} (cached for every run that needs them)")
         staging = target.with_name(key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
+        rl_only = model.warm_start.rl_only if model.warm_start else 0
+        started = time.perf_counter()
+        demonstrated(task, rl_only)  # the task's problems and demonstrations, timed on their own
+        report = {"problems_s": time.perf_counter() - started}
         if model.preset == "tiny":
-            save_tiny(
-                model.tiny,
-                staging,
-                corpus=task_corpus(task, model.warm_start.rl_only if model.warm_start else 0)
-                if model.tiny.vocabulary
-                else None,
-            )
+            started = time.perf_counter()
+            save_tiny(model.tiny, staging, corpus=task_corpus(task, rl_only) if model.tiny.vocabulary else None)
+            report["vocabulary_s"] = time.perf_counter() - started
             base = staging
         else:
             base = Path(model.path)
         if model.warm_start is not None:
             policy, tokenizer = load_policy(base, model.dtype)
-            report = warm_start(policy, tokenizer, task, model.warm_start)
+            report |= warm_start(policy, tokenizer, task, model.warm_start)
             policy.save_pretrained(staging)
             tokenizer.save_pretrained(staging)
             recipe["report"] = report
+            print(
+                f"starting weights built: problems {report['problems_s']:.1f} s, "
+                + (f"vocabulary {report['vocabulary_s']:.1f} s, " if "vocabulary_s" in report else "")
+                + f"training {report['seconds']:.1f} s ({report['batches_s']:.1f} s of it making batches)"
+            )
         (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
         staging.rename(target)  # atomic: a cache entry is complete or absent
     return target
@@ -165,6 +170,7 @@ class Demonstrations(torch.utils.data.IterableDataset):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
         self.hindsight_fraction, self.segments, self.feedback = hindsight_fraction, segments, tuple(feedback)
         self.rl_only = rl_only
+        self.batches_s = 0.0  # time spent making batches (the rest of a warm start is arithmetic)
 
     def __iter__(self):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
@@ -173,6 +179,7 @@ class Demonstrations(torch.utils.data.IterableDataset):
         tok, template = TokenMemo(self.tokenizer), HindsightTemplate()
         problems = [p for p in demonstrated(self.task, self.rl_only) if p.demonstration]
         while True:
+            started = time.perf_counter()
             rows = []
             for problem in rng.sample(problems, min(self.batch_size, len(problems))):
                 if rng.random() < self.hindsight_fraction:
@@ -180,7 +187,9 @@ class Demonstrations(torch.utils.data.IterableDataset):
                     rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng, mode))
                 else:
                     rows.append(self.task.supervised_example(problem, tok))
-            yield {"parts": layout(rows, tok.pad_token_id)}
+            parts = layout(rows, tok.pad_token_id)
+            self.batches_s += time.perf_counter() - started
+            yield {"parts": parts}
 
 
 PACKED_SLOT_COST = 1.15
@@ -306,4 +315,8 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()
     trainer.fit(module, data)
-    return {"seconds": time.perf_counter() - started, "final_loss": float(trainer.callback_metrics["loss"])}
+    return {
+        "seconds": time.perf_counter() - started,
+        "batches_s": examples.batches_s,
+        "final_loss": float(trainer.callback_metrics["loss"]),
+    }

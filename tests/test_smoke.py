@@ -30,3 +30,5 @@ def test_smoke_runs_three_steps_on_a_short_warm_start_in_a_scratch_folder(tmp_pa
     assert evaluations["step"].to_list() == [0, 3] and [len(r) for r in evaluations["rewards"]] == [16, 16]
     (recipe,) = (tmp_path / "cache" / "policies").glob("*/recipe.json")
     assert json.loads(recipe.read_text())["warm_start"]["steps"] == 20  # not the suite's 400
+    report = json.loads(recipe.read_text())["report"]  # where the warm start's time went
+    assert 0 < report["batches_s"] < report["seconds"] and report["problems_s"] >= 0
