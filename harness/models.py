@@ -254,7 +254,11 @@ def packed_lines(lines: list[list[tuple[list[int], list[int]]]], width: int, pad
         input_ids.append(line_ids + [pad_id] * tail)
         labels.append(line_labels + [-100] * tail)
         positions.append(line_positions + list(range(tail)))  # the tail of padding is a row of its own
-    return {"input_ids": torch.tensor(input_ids), "labels": torch.tensor(labels), "position_ids": torch.tensor(positions)}
+    return {
+        "input_ids": torch.tensor(input_ids),
+        "labels": torch.tensor(labels),
+        "position_ids": torch.tensor(positions),
+    }
 
 
 class SupervisedWarmStart(L.LightningModule):

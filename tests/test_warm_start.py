@@ -133,7 +133,10 @@ def test_token_memo_tokenises_a_text_once_and_hands_out_lists_of_their_own():
     again = memo("12+3=", add_special_tokens=False)
     assert again.input_ids == again["input_ids"] == tokenizer("12+3=", add_special_tokens=False).input_ids
     assert len(calls) == 1
-    assert memo(["a", "b"], add_special_tokens=False).input_ids == tokenizer(["a", "b"], add_special_tokens=False).input_ids
+    assert (
+        memo(["a", "b"], add_special_tokens=False).input_ids
+        == tokenizer(["a", "b"], add_special_tokens=False).input_ids
+    )
     assert len(calls) == 2 and TokenMemo(tokenizer).eos_token_id == tokenizer.eos_token_id
 
 
@@ -143,7 +146,9 @@ def batches(task, tokenizer, count: int, **kwargs) -> list:
     from harness.models import Demonstrations
 
     data = Demonstrations(task, tokenizer, 8, 0, hindsight_fraction=0.5, **kwargs)
-    return [[{k: v.tolist() for k, v in part.items()} for part in b["parts"]] for b in itertools.islice(iter(data), count)]
+    return [
+        [{k: v.tolist() for k, v in part.items()} for part in b["parts"]] for b in itertools.islice(iter(data), count)
+    ]
 
 
 def test_the_warm_start_batches_are_those_of_the_tokenizer_without_its_memo(monkeypatch):

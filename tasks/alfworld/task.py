@@ -29,8 +29,8 @@ saw, a policy that imitated the walkthrough can only guess where an object lies.
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import functools
+import importlib.util
 import json
 import multiprocessing
 import os
