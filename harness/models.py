@@ -133,6 +133,8 @@ class TokenMemo:
         self.tokenizer, self.ids = tokenizer, {}
 
     def __getattr__(self, name):
+        if "tokenizer" not in self.__dict__:  # mid-unpickling: no recursion through self.tokenizer
+            raise AttributeError(name)
         return getattr(self.tokenizer, name)
 
     def __call__(self, text, add_special_tokens: bool = True, **kwargs):

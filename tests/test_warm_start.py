@@ -140,6 +140,19 @@ def test_token_memo_tokenises_a_text_once_and_hands_out_lists_of_their_own():
     assert len(calls) == 2 and TokenMemo(tokenizer).eos_token_id == tokenizer.eos_token_id
 
 
+def test_a_token_memo_survives_pickling():
+    import pickle
+
+    from harness.models import TokenMemo
+    from harness.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    memo = TokenMemo(tokenizer)
+    memo("12+3=", add_special_tokens=False)
+    copy = pickle.loads(pickle.dumps(memo))  # DataLoader workers pickle their dataset's parts
+    assert copy.ids == memo.ids and copy.eos_token_id == tokenizer.eos_token_id
+
+
 def batches(task, tokenizer, count: int, **kwargs) -> list:
     import itertools
 
