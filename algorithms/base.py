@@ -147,20 +147,41 @@ class RLVRModule(L.LightningModule):
         """Per-token log-probs [N, L] under the current policy (with gradient) and any other
         per-token outputs of the same forward pass (PPO's values). A group's shared prompt runs
         through the trunk once."""
-        return self.eligible_logprobs(self.policy, batch), {}
+        return self.eligible_logprobs(self.policy, batch, self.positions_to_score(batch)), {}
 
-    def eligible_logprobs(self, model, batch: Rollouts) -> Tensor:
-        """[N, L] log-probs of `batch`'s eligible tokens under `model` at the sampling
-        temperature (0 elsewhere), each group's shared prompt run once."""
+    def eligible_logprobs(self, model, batch: Rollouts, positions: Tensor | None = None) -> Tensor:
+        """[N, L] log-probs of `batch`'s eligible tokens (or of `positions`) under `model` at the
+        sampling temperature (0 elsewhere), each group's shared prompt run once."""
         return sequence_logprobs(
             model,
             batch.input_ids,
             batch.attention_mask,
             self.sampling.temperature,
-            batch.eligible,
+            batch.eligible if positions is None else positions,
             group_size=self.group_size,
             slots=self.update_args.scoring_tokens,
         )
+
+    def positions_to_score(self, batch: Rollouts) -> Tensor:
+        """The tokens the update scores: every eligible one, or with `update.skip_zero_advantage`
+        none of a group whose advantages are all 0 (where that setting applies). One group is
+        scored even then, so that a step without signal still has its gradient, all zeros."""
+        args = self.update_args
+        applies = (
+            args.skip_zero_advantage
+            and args.kl_coef == 0
+            and all(
+                getattr(type(self), name) is getattr(RLVRModule, name)
+                for name in ("score", "policy_objective", "critic_loss")
+            )
+            and not is_sharded(self.policy)
+        )
+        if not applies:
+            return batch.eligible
+        signal = (batch.token_data["advantages"] != 0) & batch.eligible
+        groups = signal.view(-1, self.group_size * signal.shape[1]).any(1)
+        groups[0] |= not groups.any()
+        return batch.eligible & groups.repeat_interleave(self.group_size)[:, None]
 
     def policy_objective(self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor) -> tuple[Tensor, dict[str, float]]:
         """The policy's loss for one update from the shared surrogate (KL included) and the
@@ -286,7 +307,7 @@ class RLVRModule(L.LightningModule):
                 # With one update per step the ratio is exactly 1 (pi_old is the current policy).
                 old = logprobs.detach() if single_update else batch.token_data["old_logprobs"]
                 if epoch == 0:  # the sampler's log-probs against the policy's, at the weights that sampled
-                    mismatch.append((old - batch.sample_logprobs).abs()[batch.eligible])
+                    mismatch.append((old - batch.sample_logprobs).abs()[self.positions_to_score(batch)])
                 weights = None
                 if args.tis_cap is not None:
                     weights = torch.exp(old - batch.sample_logprobs).clamp(max=args.tis_cap) * batch.eligible

@@ -108,6 +108,13 @@ class UpdateArgs:
     few prompts' groups at a time, shortest first, each pass padded only to its own longest row
     (verl's `ppo_max_token_len_per_gpu`). The same log-probs and gradient up to float rounding.
     None: the whole mini-batch in one pass, padded to its longest row."""
+    skip_zero_advantage: bool = False
+    """Leave out of the update's forward and backward passes every group whose advantages are all
+    0 (a saturated GRPO group: half of them on math): its terms of the loss, and so its gradient,
+    are exactly 0 whatever its log-probs. The same loss and gradient up to float rounding, as
+    `scoring_tokens`; `sampler/logprob_diff_*` then measure the scored rows. It applies where the
+    loss is the surrogate alone: no KL term, no objective, critic or scoring of the algorithm's own
+    (not PPO, SDPO), and not under FSDP (every process must run the same passes)."""
 
     def __post_init__(self):
         check_fields(self)  # clip_low < 1: the ratio's lower bound 1 - clip_low stays positive

@@ -54,7 +54,16 @@ def sequence_logprobs(
     151,936 would otherwise cost 300 MB a row in float32). The projection is the model's output
     head as is: a model that post-processes its logits (soft-capping) needs `positions=None`.
 
-    `slots`: at most that many token slots a pass (`by_length`), with `positions` given."""
+    `slots`: at most that many token slots a pass (`by_length`), with `positions` given. A group
+    with no position to score is left out of the passes (its log-probs are 0 by definition)."""
+    if positions is not None:
+        scored = positions.reshape(-1, group_size * positions.shape[1]).any(1)
+        if scored.any() and not scored.all():
+            rows = scored.repeat_interleave(group_size).nonzero().squeeze(1)
+            part = sequence_logprobs(
+                model, input_ids[rows], attention_mask[rows], temperature, positions[rows], group_size, slots
+            )
+            return part.new_zeros(positions.shape).index_put((rows,), part)
     if slots is not None and positions is not None:
         return by_length(
             lambda ids, mask, scored: (sequence_logprobs(model, ids, mask, temperature, scored, group_size),),

@@ -194,6 +194,27 @@ def test_scoring_in_passes_by_length_equals_one_pass_with_gradients(tiny_dir):
         torch.testing.assert_close(by_passes, one_pass, atol=1e-5, rtol=1e-4)  # rounding: sums in another order
 
 
+def test_groups_with_nothing_to_score_are_left_out_of_the_pass(tiny_dir):
+    model, rollouts = grouped_rollouts(tiny_dir, 3, 4)
+    positions = rollouts.eligible.clone()
+    positions[4:8] = False  # the middle group: nothing to score
+    rows_seen = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda m, args, out: rows_seen.append(out.shape[0]))
+    results = []
+    for scored in (rollouts.eligible, positions):
+        model.zero_grad()
+        logp = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, scored, group_size=4)
+        weights = torch.linspace(-1, 1, logp.numel()).view_as(logp) * positions  # no weight on the middle group
+        (logp * weights).sum().backward()
+        results.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
+    hook.remove()
+    assert rows_seen == [3, 12, 2, 8]  # shared prompts then completions: 3 groups, then 2
+    assert (results[1][0][4:8] == 0).all()
+    torch.testing.assert_close(results[1][0][positions], results[0][0][positions], atol=1e-6, rtol=1e-6)
+    for every_group, two in zip(results[0][1], results[1][1]):
+        torch.testing.assert_close(two, every_group, atol=1e-6, rtol=1e-5)
+
+
 def test_passes_by_length_hold_whole_groups_shortest_first_within_their_slots():
     from rollout.scoring import by_length
 

@@ -184,3 +184,99 @@ def test_an_update_scored_in_passes_by_length_steps_as_one_pass_does(tiny_dir, m
     assert after[1][0]["loss"] == pytest.approx(after[0][0]["loss"], rel=1e-5, abs=1e-7)
     for one_pass, by_passes in zip(after[0][1], after[1][1]):
         torch.testing.assert_close(by_passes, one_pass, atol=1e-5, rtol=1e-4)
+
+
+def grpo_update_after(tiny_dir, rewards: list[float], **update):
+    """(stats, weights after, rows the update's passes ran) of one GRPO update (G = 4, six prompts)
+    on fixed rollouts with these rewards, plain SGD at lr 1."""
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    task = MathTask(train_size=20, eval_size=5)
+    model, tokenizer = load_policy(tiny_dir)
+    torch.manual_seed(0)
+    problems = [p for p in task.train_problems()[:6] for _ in range(4)]
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=12)).generate(problems, group_size=4)
+    rollouts.verdicts = [Verdict(r, "") for r in rewards]
+    module = GRPO(policy=model, tokenizer=tokenizer, task=task, group_size=4, update=UpdateArgs(**update))
+    optimizer = torch.optim.SGD(list(module.parameters()), lr=1.0)
+    module.optimizers = lambda: optimizer
+    module.lr_schedulers = lambda: torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    module.manual_backward = lambda loss, **kwargs: loss.backward(**kwargs)
+    module.engine.push_weights = lambda: None
+    rows = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda m, args, out: rows.append(out.shape[0]))
+    stats = module.update(rollouts, module.credit(rollouts)[0])
+    hook.remove()
+    return stats, [p.detach().clone() for p in model.parameters()], rows
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean", "constant"])
+def test_an_update_that_skips_zero_advantage_groups_steps_as_one_that_scores_them(tiny_dir, aggregation):
+    """`update.skip_zero_advantage`: the saturated groups' terms are exactly 0, so leaving them out
+    of the passes ends at the same weights, up to rounding, with the same records."""
+    rewards = [1, 1, 1, 1] + [0, 1, 0, 0] + [0] * 4 + [1, 0, 1, 1] + [0, 0, 1, 1] + [1] * 4  # 3 of 6 saturated
+    every, skipping = (
+        grpo_update_after(tiny_dir, [float(r) for r in rewards], loss_aggregation=aggregation, skip_zero_advantage=skip)
+        for skip in (False, True)
+    )
+    assert every[2] == [6, 24] and skipping[2] == [3, 12]  # prompts once a group, then completions
+    for key in ("grad_norm", "loss", "clip_ratio/low_mean", "clip_ratio/high_mean", "zero_grad_updates"):
+        assert skipping[0][key] == pytest.approx(every[0][key], rel=1e-5, abs=1e-7), key
+    for all_rows, fewer in zip(every[1], skipping[1]):
+        torch.testing.assert_close(fewer, all_rows, atol=1e-6, rtol=1e-5)
+
+
+def test_a_step_without_signal_still_scores_one_group_and_records_a_zero_gradient(tiny_dir):
+    stats, after, rows = grpo_update_after(tiny_dir, [1.0] * 12 + [0.0] * 12, skip_zero_advantage=True)
+    before = grpo_update_after(tiny_dir, [1.0] * 12 + [0.0] * 12)
+    assert rows == [1, 4] and stats["grad_norm"] == 0.0 and stats["zero_grad_updates"] == 1
+    for a, b in zip(after, before[1]):
+        assert torch.equal(a, b)
+
+
+def test_skipping_zero_advantage_applies_only_where_the_loss_is_the_surrogate_alone(tiny_dir):
+    from algorithms.grpo import GRPO
+    from algorithms.ppo import PPO
+    from algorithms.sdpo import SDPO
+    from harness.models import load_policy
+    from rollout.batch import Rollouts
+    from tasks.math import MathTask
+
+    task = MathTask(train_size=20, eval_size=5)
+    model, tokenizer = load_policy(tiny_dir)
+    eligible = torch.tensor([[False, True, True]] * 6)
+    batch = Rollouts(
+        problems=[],
+        input_ids=torch.ones(6, 3, dtype=torch.long),
+        attention_mask=torch.ones(6, 3, dtype=torch.long),
+        eligible=eligible,
+        sample_logprobs=torch.zeros(6, 3),
+        completions=[],
+        # groups of two: both signs; zero; negative only (a term of the loss all the same)
+        token_data={
+            "advantages": torch.tensor([[0, 1, 1], [0, -1, -1], [0] * 3, [0] * 3, [0, -1, 0], [0] * 3]).float()
+        },
+    )
+    skip = UpdateArgs(skip_zero_advantage=True)
+    grpo = GRPO(policy=model, tokenizer=tokenizer, task=task, group_size=2, update=skip)
+    assert (
+        grpo.positions_to_score(batch).tolist()
+        == [[False, True, True]] * 2 + [[False] * 3] * 2 + [[False, True, True]] * 2
+    )
+    for module in (
+        GRPO(policy=model, tokenizer=tokenizer, task=task, group_size=2),
+        GRPO(
+            policy=model,
+            tokenizer=tokenizer,
+            task=task,
+            group_size=2,
+            update=UpdateArgs(skip_zero_advantage=True, kl_coef=0.1),
+        ),
+        PPO(policy=model, tokenizer=tokenizer, task=task, update=skip),
+        SDPO(policy=model, tokenizer=tokenizer, task=task, group_size=2, update=skip),
+    ):
+        assert torch.equal(module.positions_to_score(batch), eligible), type(module).__name__
