@@ -34,7 +34,7 @@ from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish, run_table
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
-from harness.records import StepRecorder, records_frame, resume_point, run_name, write_json
+from harness.records import StepRecorder, records_frame, resume_point, run_name, with_added_settings, write_json
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
@@ -199,7 +199,7 @@ def prepare(run_dir: Path, spec: dict, say) -> str:
     aside first, never reused or deleted."""
     recorded = run_dir / "spec.json"
     if run_dir.exists() and any(run_dir.iterdir()):
-        before = json.loads(recorded.read_text()) if recorded.exists() else None
+        before = with_added_settings(json.loads(recorded.read_text())) if recorded.exists() else None
         if before != spec:
             aside = run_dir.parent / ".replaced" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
             aside.parent.mkdir(parents=True, exist_ok=True)

@@ -232,11 +232,29 @@ def load_runs(suite_dir: Path) -> list[Run]:
 
 
 def current(info: dict) -> dict:
-    """A run's summary under today's names: runs recorded before the reference algorithm of a
-    pair was called `reference` named it `baseline`."""
+    """A run's summary under today's names and settings: runs recorded before the reference
+    algorithm of a pair was called `reference` named it `baseline`; see also `with_added_settings`."""
     if "baseline" in info and "reference" not in info:
         info = {("reference" if k == "baseline" else k): v for k, v in info.items()}
-    return info
+    return with_added_settings(info)
+
+
+ADDED_SETTINGS = {"update": {"skip_zero_advantage": False}}
+"""Settings added after runs were recorded, each with the value those runs ran as. A record
+without one reads as having it, so adding a setting neither reruns earlier runs nor tells them
+apart from new ones in a leaderboard's `own_settings`."""
+
+
+def with_added_settings(record: dict) -> dict:
+    """`record` (a run's `spec.json`, or its summary, which holds its spec too) with the
+    ADDED_SETTINGS it lacks filled in."""
+    out = dict(record)
+    for group, values in ADDED_SETTINGS.items():
+        if isinstance(out.get(group), dict):
+            out[group] = {**values, **out[group]}
+    if isinstance(out.get("spec"), dict):
+        out["spec"] = with_added_settings(out["spec"])
+    return out
 
 
 def rows_of(frame: pl.DataFrame, run: str) -> pl.DataFrame:

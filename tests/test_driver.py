@@ -226,6 +226,33 @@ def test_a_resumed_run_whose_algorithm_or_task_arguments_changed_starts_again(tm
         assert len(said) == 1 and f"({dotted}: " in said[0], said
 
 
+def test_a_run_recorded_before_a_setting_was_added_is_still_finished_with_these_settings(tmp_path):
+    """A setting added since (`harness.records.ADDED_SETTINGS`) reads as the value the run ran as:
+    a finished run is skipped, not moved aside and run again; set otherwise, it runs again."""
+    from harness.driver import prepare, run_spec
+    from harness.leaderboard import protocol
+    from harness.records import ADDED_SETTINGS, current
+
+    config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask")], tmp_path / "cache")
+    (base,) = load_benchmark(config).suites
+    now = run_spec(base, "grpo", 0)
+    recorded = json.loads(json.dumps(now))
+    for group, values in ADDED_SETTINGS.items():
+        for key in values:
+            del recorded[group][key]
+    run_dir = tmp_path / "runs" / "math" / "grpo-seed0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text(json.dumps(recorded))
+    (run_dir / "run.json").write_text("{}")
+    said = []
+    assert prepare(run_dir, now, said.append) == "skip" and said == []
+    assert protocol(current({**recorded, "spec": recorded})) == protocol(now)
+    changed = json.loads(json.dumps(now))
+    changed["update"]["skip_zero_advantage"] = True
+    assert prepare(run_dir, changed, said.append) == "start"
+    assert "update.skip_zero_advantage: False -> True" in said[0]
+
+
 @pytest.mark.slow
 def test_a_run_whose_settings_changed_runs_again_and_the_old_one_is_kept(tmp_path, capsys):
     spec = suite("math", "tasks.math.MathTask", steps=2)
