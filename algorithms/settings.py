@@ -107,7 +107,8 @@ class UpdateArgs:
     """Token slots (rows x columns) in one forward pass of the update: a mini-batch is scored a
     few prompts' groups at a time, shortest first, each pass padded only to its own longest row
     (verl's `ppo_max_token_len_per_gpu`). The same log-probs and gradient up to float rounding.
-    None: the whole mini-batch in one pass, padded to its longest row."""
+    None: the whole mini-batch in one pass, padded to its longest row. Not under FSDP, whose
+    gathers every process must run alike."""
     skip_zero_advantage: bool = False
     """Leave out of the update's forward and backward passes every group whose advantages are all
     0 (a saturated GRPO group: half of them on math): its terms of the loss, and so its gradient,

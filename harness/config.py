@@ -506,6 +506,11 @@ def check_classes(suite: Suite, where: str) -> None:
                 f"{where}.update.minibatches: {minibatches} (for {name}) must divide the {prompts} prompts a process "
                 "updates on each step, so that every update has as many"
             )
+        if t.strategy == "fsdp" and settings["update"].scoring_tokens is not None:
+            raise ConfigError(
+                f"{where}.update.scoring_tokens: not with trainer.strategy: fsdp (for {name}): each process would score "
+                "its rows in a number of passes of its own, and FSDP's gathers must be the same on every process"
+            )
         if t.strategy == "fsdp" and spec.resolve().critic_on_trunk(own):
             raise ConfigError(
                 f"{where}.algorithms.{name}.init_args.value_trunk_gradient: a critic on the policy's trunk needs a second "

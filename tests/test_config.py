@@ -207,6 +207,11 @@ CASES = [
         "backward pass",
     ),
     (
+        "update passes by token count under fsdp",
+        {"suites": [{**mutate("trainer", {"strategy": "fsdp", "devices": 2})["suites"][0], "update": {"scoring_tokens": 4096}}]},
+        "suites[0].update.scoring_tokens: not with trainer.strategy: fsdp (for grpo)",
+    ),
+    (
         "the seed is the suite's",
         mutate("algorithms.grpo.init_args", {"seed": 3}),
         "init_args.seed: GRPO takes no argument",
