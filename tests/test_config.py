@@ -208,7 +208,14 @@ CASES = [
     ),
     (
         "update passes by token count under fsdp",
-        {"suites": [{**mutate("trainer", {"strategy": "fsdp", "devices": 2})["suites"][0], "update": {"scoring_tokens": 4096}}]},
+        {
+            "suites": [
+                {
+                    **mutate("trainer", {"strategy": "fsdp", "devices": 2})["suites"][0],
+                    "update": {"scoring_tokens": 4096},
+                }
+            ]
+        },
         "suites[0].update.scoring_tokens: not with trainer.strategy: fsdp (for grpo)",
     ),
     (
