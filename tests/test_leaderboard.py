@@ -263,13 +263,13 @@ def test_an_interval_reads_low_high_in_the_tables():
 
 
 def test_runs_recorded_when_the_reference_was_called_baseline_are_read_under_the_new_name():
-    from harness.records import current
+    from harness.records import current, with_added_settings
 
     old = run_info(accuracy_before=0.5, accuracy_after=0.5)
     old["baseline"] = old.pop("reference")
     assert current(old)["reference"] == "grpo" and "baseline" not in current(old)
-    today = run_info(update={"minibatches": 1, "epochs": 1, "skip_zero_advantage": False})
-    assert current(today) == today  # a record holding every setting reads back unchanged
+    today = with_added_settings(run_info())  # a record holding every setting reads back unchanged
+    assert today["update"]["skip_zero_advantage"] is False and current(today) == today
 
 
 def test_runs_added_to_a_published_suite_keep_its_others_and_replace_their_namesakes(tmp_path):
