@@ -1,5 +1,8 @@
 """The leaderboard's arithmetic on runs made up here, against figures worked out by hand."""
 
+import json
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -285,3 +288,26 @@ def test_runs_added_to_a_published_suite_keep_its_others_and_replace_their_names
     with pytest.raises(ValueError, match="grpo-seed0: its model differs"):
         added([run(3, 0.3, model="other")], runs)
     assert len(added([run(0, 0.3, model="other")], [run(0, 0.1)])) == 1  # a replaced run is not compared
+
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.parametrize(
+    "config, published",
+    [
+        ("benchmarks.yaml", "results"),
+        ("configs/zoo.yaml", "results/studies/zoo"),
+        ("configs/lora.yaml", "results/studies/lora"),
+    ],
+)
+def test_published_suites_name_the_starting_weights_their_config_builds_today(config, published):
+    """A rerun of any published run can be added to its suite (`leaderboard --add` refuses a run
+    whose model differs): a version bump that re-keys every task's warm start fails here."""
+    from harness.config import load_benchmark
+    from harness.models import weights_recipe
+
+    for suite in load_benchmark(ROOT / config).suites:
+        records = json.loads((ROOT / published / suite.name / "runs.json").read_text())
+        key = weights_recipe(suite.model, suite.task_key())[1]
+        assert {run["spec"]["starting_weights"] for run in records.values()} == {key}, suite.name

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from rollout.ranges import ConfigPath, NonNegativeInt, PositiveInt, UnitInterval
-from tasks.alfworld.data import TASK_TYPES, FailedStep, GameRecord, GameSize
+from tasks.alfworld.data import PLANNER_VERSION, TASK_TYPES, FailedStep, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
@@ -87,6 +87,7 @@ class AlfworldTask(Task):
     """Generated games (default) or the official ones (`source: official`, from $ALFWORLD_DATA
     or `official_root`)."""
 
+    version = PLANNER_VERSION  # the demonstrations are the planner's walkthroughs: a new planner, new warm starts
     multi_turn = True
     supports_chat = False  # its turns are plain text after the first prompt
 
