@@ -135,7 +135,7 @@ def run_trl(module, weights, total_steps: int, dtype: str = "float32") -> dict[s
     dataset = Dataset.from_dict(
         {"prompt": [p.prompt for step in steps for p in step], "problem_id": [p.id for step in steps for p in step]}
     )
-    policy, tokenizer = load_policy(weights, dtype)
+    policy, tokenizer = load_policy(weights, dtype, attention="sdpa")  # as TRL's users load it
     policy.train()
     sample = steps[0][0].prompt
     if tokenizer(sample).input_ids != tokenizer(sample, add_special_tokens=False).input_ids:

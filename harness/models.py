@@ -21,6 +21,7 @@ from filelock import FileLock
 from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import rollout.attention
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
 from harness.tiny import save_tiny
 from tasks.base import Problem, Task
@@ -30,10 +31,11 @@ from tasks.base import Problem, Task
 WARM_START_VERSION = 4
 
 
-def load_policy(directory: str | Path, dtype: str = "float32"):
+def load_policy(directory: str | Path, dtype: str = "float32", attention: str = rollout.attention.IMPLEMENTATION):
+    """(model, tokenizer) from a directory; `attention`: the model's `attn_implementation`."""
     tokenizer = AutoTokenizer.from_pretrained(directory)
     tokenizer.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype))
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype), attn_implementation=attention)
     return model, tokenizer
 
 
