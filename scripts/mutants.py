@@ -1252,6 +1252,20 @@ MUTANTS = [
         ["tests/test_surrogate.py"],
     ),
     (
+        "attention: grouped heads read in place where a gradient is taken",
+        "rollout/attention.py",
+        "    if not grouped or needs_grad or plain",
+        "    if not grouped or plain",
+        ["tests/test_attention.py"],
+    ),
+    (
+        "attention: no mask made for the policy's attention",
+        "rollout/attention.py",
+        "AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)",
+        "pass",
+        ["tests/test_attention.py"],
+    ),
+    (
         "add: --add replaces the published runs",
         "harness/leaderboard.py",
         "publish_records(added(runs, load_runs(target)) if add else runs, target)",
