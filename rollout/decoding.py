@@ -9,7 +9,8 @@ for two savings that `generate` cannot make and that a group of G rollouts of on
 - a row that has stopped leaves the batch (its cache rows are dropped), so the cost of a step is
   the rows still generating, not the longest completion times the batch.
 Both are exact: the tokens and log-probs equal those of the unshared computation up to
-floating-point summation order (tested).
+floating-point summation order (tested). The policy's attention (`rollout.attention`) saves a
+third: it reads grouped key/value heads in place rather than copying the cache each step.
 """
 
 from __future__ import annotations
