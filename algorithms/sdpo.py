@@ -42,6 +42,7 @@ they were sampled with (a tiny model has no chat turn to put it in). Rendered (m
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Literal
@@ -56,7 +57,7 @@ from rollout.batch import Rollouts, left_padded
 from rollout.decoding import eval_mode
 from rollout.ranges import PositiveFloat, PositiveInt, Probability, UnitInterval, check_fields
 from rollout.scoring import masked_mean, token_logprobs
-from rollout.sharding import FSDP2, is_sharded
+from rollout.sharding import FSDP2, gathered, is_sharded
 
 PROMPT = "{prompt}"
 
@@ -228,7 +229,8 @@ class SDPO(GRPO):
         advantages, stats = super().credit(rollouts)
         feedbacks = [v.feedback for v in rollouts.verdicts]
         contexts = teacher_contexts(rollouts.rewards.tolist(), feedbacks, self.group_size, self.reprompt)
-        teacher, distilled = self.teacher_logprobs(rollouts, contexts)
+        with gathered(self.teacher) if self.teacher is not None else contextlib.nullcontext():
+            teacher, distilled = self.teacher_logprobs(rollouts, contexts)  # on every process, passes or none
         rollouts.token_data["teacher_logprobs"], rollouts.token_data["distilled"] = teacher, distilled
         n, threshold = len(rollouts), self.reprompt.success_reward_threshold
         return advantages, stats | {

@@ -10,8 +10,9 @@ Our passes call the trunk (`base_model`) and the output head separately, so that
 positions are projected to the vocabulary. FSDP only hooks a module's `forward`; `trunk(model)`
 is the trunk called through a method registered with FSDP, so the root unit is gathered for it
 (and, being the root, stays gathered until the backward pass is over, which the head needs).
-Decoding calls the model once per token: `gathered(model)` keeps every layer gathered for the
-whole rollout stage instead of gathering each layer at every token.
+Decoding calls the model once per token, and the credit stage's passes by length differ in
+number between processes: `gathered(model)` gathers every unit once for the whole stage, so no
+forward inside it is a collective (a process with fewer passes would leave the others waiting).
 """
 
 from __future__ import annotations
@@ -82,20 +83,24 @@ def is_sharded(model: torch.nn.Module) -> bool:
 
 @contextmanager
 def gathered(model: torch.nn.Module):
-    """Under FSDP, each layer stays gathered after its first forward in the block (a full copy of
-    the weights at compute precision, as a colocated sampler holds) and is freed at its end."""
+    """Under FSDP, every unit is gathered on entering the block (a full copy of the weights at
+    compute precision, as a colocated sampler holds) and freed at its end: forward passes inside
+    need no collective, so each process may run as many as its own rows need (none included)."""
     if not is_sharded(model):
         yield
         return
     units = [m for m in model.modules() if isinstance(m, FSDPModule) and m is not model]
     for unit in units:
         unit.set_reshard_after_forward(False, recurse=False)
+    for unit in [model, *units]:
+        unit.unshard()
     try:
         yield
     finally:
         for unit in units:
             unit.reshard()
             unit.set_reshard_after_forward(True, recurse=False)
+        model.reshard()  # the root too: a model without a backward pass to come (a teacher) is not freed otherwise
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -73,6 +73,49 @@ def test_fsdp2_shards_each_layer_computes_at_its_precision_and_gathers_whole_wei
     torch.multiprocessing.spawn(shard_on_two_processes, args=(str(tmp_path / "store"), str(tiny_dir)), nprocs=2)
 
 
+def passes_on_two_processes(rank: int, store: str, directory: str) -> None:
+    """One of two gloo processes, each running its own number of forward passes (none on one)
+    inside `gathered`, as the credit stage's passes by length do; a collective in a pass would
+    leave the other process waiting (the store's timeout turns that into an error)."""
+    import datetime
+    import types
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from harness.models import load_policy
+    from rollout.sharding import FSDP2, gathered, trunk
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60)
+    )
+    try:
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("data_parallel",))
+        model, _ = load_policy(directory)
+        plain, _ = load_policy(directory)
+        strategy = types.SimpleNamespace(
+            device_mesh={"data_parallel": mesh},
+            precision_plugin=types.SimpleNamespace(precision="32-true"),
+            cpu_offload=False,
+        )
+        FSDP2.shard(strategy, model)
+        with torch.no_grad(), gathered(model):
+            for length in range(3, 3 + 3 * rank):  # rank 0: no pass, rank 1: three of different lengths
+                ids = torch.arange(5, 5 + length)[None]
+                hidden = trunk(model)(input_ids=ids).last_hidden_state
+                torch.testing.assert_close(hidden, plain.base_model(input_ids=ids).last_hidden_state, rtol=0, atol=0)
+        torch.distributed.barrier()  # both came through, and the shards are usable after the block
+        with torch.no_grad():
+            trunk(model)(input_ids=torch.tensor([[5, 6, 7]]))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_passes_inside_gathered_need_no_collective(tmp_path, tiny_dir):
+    """What lets each process score its rows in a number of passes of its own under FSDP."""
+    torch.multiprocessing.spawn(passes_on_two_processes, args=(str(tmp_path / "store"), str(tiny_dir)), nprocs=2)
+
+
 class CrashingParity(PromptParityReward):
     """Kills its process (no clean-up, as a lost node would) when training samples for the
     step that RLVR_TEST_CRASH_AT names (1-based)."""
@@ -190,3 +233,21 @@ def test_fsdp_with_activation_checkpointing_takes_the_same_updates(tmp_path):
     trained, reference = weights(saver / "hp_rlvr-seed0"), weights(plain / "hp_rlvr-seed0")
     for name in reference:
         torch.testing.assert_close(trained[name], reference[name], rtol=0, atol=1e-7, msg=name)
+
+
+@pytest.mark.slow
+def test_credit_scored_in_a_different_number_of_passes_on_each_process(tmp_path):
+    """HP-RLVR's two views and SDPO's teacher views are scored in passes of at most
+    `scoring_tokens` slots, as many as each process's own rows need (at 90 slots the processes'
+    hindsight rows took 6 and 7 passes in step 2 when this was written, and the run hung before the
+    credit stage was gathered): under FSDP the updates are DDP's."""
+    algorithms = {
+        "hp_rlvr": {**ALGORITHMS["hp_rlvr"], "init_args": {"segments": 2, "scoring_tokens": 90}},
+        "sdpo": {"class_path": "algorithms.sdpo.SDPO", "init_args": {"group_size": 4, "scoring_tokens": 90}},
+    }
+    sharded = run(tmp_path, "fsdp", {"strategy": "fsdp"}, algorithms, steps=2)
+    replicated = run(tmp_path, "ddp", {"strategy": "ddp"}, algorithms, steps=2)
+    for algorithm in algorithms:
+        a, b = (pl.read_parquet(d / f"{algorithm}-seed0" / "metrics.parquet") for d in (sharded, replicated))
+        assert a["reward"].to_list() == b["reward"].to_list(), algorithm
+        torch.testing.assert_close(torch.tensor(a["grad_norm"]), torch.tensor(b["grad_norm"]), rtol=1e-5, atol=1e-7)
