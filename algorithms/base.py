@@ -219,7 +219,7 @@ class RLVRModule(L.LightningModule):
         self.stage_peaks_mb, self.discarded_rollouts = {}, 0
         rollouts = self.sample(problems, timing)
         trainable = rollouts.trainable(self.group_size)  # groups the verifier judged in full
-        with self.stage(timing, "credit"), gathered(self.policy):  # its passes need no collective
+        with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(trainable)
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)

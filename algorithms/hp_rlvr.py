@@ -35,7 +35,7 @@ from rollout.batch import Rollouts, left_padded, position_ids
 from rollout.decoding import eval_mode
 from rollout.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, Range, UnitInterval, check_fields
 from rollout.scoring import masked_mean
-from rollout.sharding import trunk
+from rollout.sharding import gathered, trunk
 
 # Module-level alias so tests can monkeypatch `algorithms.hp_rlvr.F` to watch the chunking.
 F = torch.nn.functional
@@ -395,22 +395,22 @@ class HPRLVR(RLVRModule):
     def hindsight_weights(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         views = hindsight_views(rollouts, self.segments, self.tokenizer, self.template, self.feedback)
         slots = self.scoring_tokens
-        with eval_mode(self.policy):
+        realized = rollouts.input_ids[views.causal_rows, views.causal_cols]
+        w, agree, realized_top = [], [], []
+        # gathered: each process runs the passes its own rows need (under FSDP, no collective in them)
+        with eval_mode(self.policy), gathered(self.policy):
             causal_h = next_token_hidden(
                 self.policy, rollouts.input_ids, rollouts.attention_mask, views.causal_rows, views.causal_cols, slots
             )
             hindsight_h = next_token_hidden(
                 self.policy, views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols, slots
             )
-        head = self.policy.get_output_embeddings()
-        temperature = self.sampling.temperature
-        realized = rollouts.input_ids[views.causal_rows, views.causal_cols]
-        w, agree, realized_top = [], [], []
-        for start in range(0, len(realized), 1024):  # project to the vocabulary a chunk at a time
-            p_logits, q_logits = head(causal_h[start : start + 1024]), head(hindsight_h[start : start + 1024])
-            w.append(jsd_weights(p_logits, q_logits, temperature))
-            agree.append(p_logits.argmax(-1) == q_logits.argmax(-1))
-            realized_top.append(q_logits.argmax(-1) == realized[start : start + 1024])
+            head, temperature = self.policy.get_output_embeddings(), self.sampling.temperature
+            for start in range(0, len(realized), 1024):  # project to the vocabulary a chunk at a time
+                p_logits, q_logits = head(causal_h[start : start + 1024]), head(hindsight_h[start : start + 1024])
+                w.append(jsd_weights(p_logits, q_logits, temperature))
+                agree.append(p_logits.argmax(-1) == q_logits.argmax(-1))
+                realized_top.append(q_logits.argmax(-1) == realized[start : start + 1024])
         w = torch.cat(w)
         weights = torch.zeros(rollouts.input_ids.shape, device=w.device)
         weights[views.causal_rows, views.causal_cols] = w

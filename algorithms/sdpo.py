@@ -42,7 +42,6 @@ they were sampled with (a tiny model has no chat turn to put it in). Rendered (m
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Literal
@@ -229,8 +228,7 @@ class SDPO(GRPO):
         advantages, stats = super().credit(rollouts)
         feedbacks = [v.feedback for v in rollouts.verdicts]
         contexts = teacher_contexts(rollouts.rewards.tolist(), feedbacks, self.group_size, self.reprompt)
-        with gathered(self.teacher) if self.teacher is not None else contextlib.nullcontext():
-            teacher, distilled = self.teacher_logprobs(rollouts, contexts)  # on every process, passes or none
+        teacher, distilled = self.teacher_logprobs(rollouts, contexts)
         rollouts.token_data["teacher_logprobs"], rollouts.token_data["distilled"] = teacher, distilled
         n, threshold = len(rollouts), self.reprompt.success_reward_threshold
         return advantages, stats | {
@@ -252,17 +250,19 @@ class SDPO(GRPO):
         teacher = torch.zeros(rollouts.input_ids.shape, device=rollouts.input_ids.device)
         distilled = torch.zeros_like(rollouts.eligible)
         views = teacher_views(rollouts, contexts, self.tokenizer, self.reprompt)
-        if views is None:
-            return teacher, distilled
         model = self.policy if self.teacher is None else self.teacher
-        rows, cols, slots = views.teacher_rows, views.teacher_cols, self.scoring_tokens
-        with eval_mode(model):
+        # gathered on every process, with views to score or none: under FSDP each then runs the
+        # passes its own views need, and no pass is a collective
+        with eval_mode(model), gathered(model):
+            if views is None:
+                return teacher, distilled
+            rows, cols, slots = views.teacher_rows, views.teacher_cols, self.scoring_tokens
             hidden = next_token_hidden(model, views.input_ids, views.attention_mask, rows, cols, slots)
-        head, realized = model.get_output_embeddings(), rollouts.input_ids[views.rows, views.cols]
-        for k in range(0, len(realized), 1024):  # a chunk of positions projected to the vocabulary at a time
-            at = slice(k, k + 1024)
-            picked = token_logprobs(head(hidden[at])[None], realized[at][None], self.sampling.temperature)[0]
-            teacher[views.rows[at], views.cols[at]] = picked
+            head, realized = model.get_output_embeddings(), rollouts.input_ids[views.rows, views.cols]
+            for k in range(0, len(realized), 1024):  # a chunk of positions projected to the vocabulary at a time
+                at = slice(k, k + 1024)
+                picked = token_logprobs(head(hidden[at])[None], realized[at][None], self.sampling.temperature)[0]
+                teacher[views.rows[at], views.cols[at]] = picked
         distilled[views.rows, views.cols] = True
         return teacher, distilled
 

@@ -10,8 +10,8 @@ Our passes call the trunk (`base_model`) and the output head separately, so that
 positions are projected to the vocabulary. FSDP only hooks a module's `forward`; `trunk(model)`
 is the trunk called through a method registered with FSDP, so the root unit is gathered for it
 (and, being the root, stays gathered until the backward pass is over, which the head needs).
-Decoding calls the model once per token, and the credit stage's passes by length differ in
-number between processes: `gathered(model)` gathers every unit once for the whole stage, so no
+Decoding calls the model once per token, and HP-RLVR's and SDPO's scoring passes differ in
+number between processes: `gathered(model)` gathers every unit once for the whole block, so no
 forward inside it is a collective (a process with fewer passes would leave the others waiting).
 """
 

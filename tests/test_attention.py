@@ -57,3 +57,7 @@ def test_decoding_samples_the_same_tokens_and_log_probs_as_with_transformers_sdp
         torch.manual_seed(0)
         results.append(decode(model, prompts, mask, stop_ids=[1], max_new_tokens=12, group_size=3))
     assert all(torch.equal(ours, theirs) for ours, theirs in zip(*results))
+
+
+def test_the_policy_is_loaded_with_it(tiny_dir):
+    assert load_policy(tiny_dir)[0].config._attn_implementation == IMPLEMENTATION

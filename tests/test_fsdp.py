@@ -239,8 +239,8 @@ def test_fsdp_with_activation_checkpointing_takes_the_same_updates(tmp_path):
 def test_credit_scored_in_a_different_number_of_passes_on_each_process(tmp_path):
     """HP-RLVR's two views and SDPO's teacher views are scored in passes of at most
     `scoring_tokens` slots, as many as each process's own rows need (at 90 slots the processes'
-    hindsight rows took 6 and 7 passes in step 2 when this was written, and the run hung before the
-    credit stage was gathered): under FSDP the updates are DDP's."""
+    hindsight rows took 6 and 7 passes in step 2 when this was written, and the run hung before
+    their scoring was gathered): under FSDP the updates are DDP's."""
     algorithms = {
         "hp_rlvr": {**ALGORITHMS["hp_rlvr"], "init_args": {"segments": 2, "scoring_tokens": 90}},
         "sdpo": {"class_path": "algorithms.sdpo.SDPO", "init_args": {"group_size": 4, "scoring_tokens": 90}},
