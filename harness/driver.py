@@ -34,6 +34,14 @@ from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish, run_table
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
+from harness.provenance import (
+    check_same_start,
+    data_digest,
+    describe,
+    environment,
+    environment_key,
+    weights_digest,
+)
 from harness.records import StepRecorder, records_frame, resume_point, run_name, with_added_settings, write_json
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
@@ -146,6 +154,7 @@ def build_module(
     weights = weights or starting_weights(suite.model, task, suite.task_key(), cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
+    digest = weights_digest(policy)  # of the weights as loaded, before any adapter
     if suite.model.lora is not None:
         add_adapters(policy, suite.model.lora)
     if suite.model.gradient_checkpointing:
@@ -157,6 +166,7 @@ def build_module(
     module = suite.algorithms[algorithm].resolve()(
         policy=policy, tokenizer=tokenizer, task=task, seed=seed, **own, **settings
     )
+    module.starting_weights_digest = digest
     return module, weights
 
 
@@ -259,6 +269,12 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     # Processes after the first of a multi-device run exist from its first fit on: the first
     # builds (and caches) the starting weights, the others then load them.
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
+    origin = {
+        "starting_weights_digest": module.starting_weights_digest,
+        "task_data_digest": data_digest(module.task),
+        "environment": environment(),
+    }
+    origin = continued(run_dir, origin, resume, say)
     preparation_s = time.perf_counter() - started
     suite_dir, task_key, own = run_dir.parent, suite.task_key(), suite.algorithm_settings(algorithm)[0]
     module.completions_per_step = suite.trainer.completions
@@ -320,6 +336,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         "model": str(weights),
         "model_name": suite.model.preset or Path(suite.model.path).name,
         "versions": versions(),
+        **origin,
         "group_size": module.group_size,
         "devices": trainer.world_size,
         "steps": module.rl_step,
@@ -335,6 +352,25 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     log_summary(trainer, module, summary)
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return preparation_s
+
+
+def continued(run_dir: Path, origin: dict, resume: bool, say) -> dict:
+    """A run's provenance (`harness.provenance`): written when it starts; on resume, checked against
+    what it started from (other starting weights are refused, naming both digests) and returned as
+    recorded then, with any other environment it was resumed in added under `resumed_in`."""
+    path = run_dir / "provenance.json"
+    if not resume or not path.exists():  # a run started before provenance was kept: from here on
+        if distributed.rank() == 0:
+            write_json(origin, path)
+        return origin
+    recorded = json.loads(path.read_text())
+    check_same_start([("the run", recorded), ("its resume", origin)], run_dir.name)
+    if environment_key(recorded) != environment_key(origin):
+        say(f"resumed in another environment ({describe(origin)}; it started in {describe(recorded)})")
+        recorded = {**recorded, "resumed_in": [*recorded.get("resumed_in", []), origin["environment"]]}
+        if distributed.rank() == 0:
+            write_json(recorded, path)
+    return recorded
 
 
 def memory_estimate(suite: Suite, module) -> dict[str, float]:
@@ -375,15 +411,16 @@ def save_policy(module, directory: Path, base: Path) -> None:
 
 
 def versions() -> dict[str, str | int]:
-    """What a run's numbers depend on beyond its settings: the releases (a newer transformers,
-    say, can round differently, and a warm start of a few hundred steps amplifies that) and
-    torch's thread count (which changes the order of its float sums on a CPU)."""
+    """The releases a run's numbers depend on most (a newer transformers, say, can round
+    differently, and a warm start of a few hundred steps amplifies that), torch's with its build
+    tag (+cpu, +cu130), and torch's thread count. The rest is in its `environment`."""
     import platform
     from importlib.metadata import version
 
-    packages = ("torch", "transformers", "tokenizers", "lightning", "numpy")
+    packages = ("transformers", "tokenizers", "lightning", "numpy")
     return {
         "python": platform.python_version(),
+        "torch": torch.__version__,
         **{name: version(name) for name in packages},
         "torch_threads": torch.get_num_threads(),
     }

@@ -14,7 +14,18 @@ from filelock import FileLock
 from scipy import stats
 
 from algorithms.base import STAGES
-from harness.records import Run, added, load_runs, publish_records, suite_folders, write_atomic, write_parquet
+from harness.provenance import check_same_start, describe, environment_key
+from harness.records import (
+    Run,
+    added,
+    load_runs,
+    name_of,
+    publish_records,
+    replaced,
+    suite_folders,
+    write_atomic,
+    write_parquet,
+)
 
 
 def ci95(values: pl.Series) -> list[float] | None:
@@ -267,6 +278,10 @@ def publish(directory: Path) -> pl.DataFrame:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
     with FileLock(directory / ".publish.lock"):
         suites = {d: load_runs(d) for d in suite_dirs}
+        notes = ""
+        for suite_dir, runs in suites.items():
+            check_same_start([(name_of(run), run[0]) for run in runs], f"suite {suite_dir.name}")
+            notes += environments_note(suite_dir.name, runs)
         tables = [t for runs in suites.values() if (t := run_table(runs)).height]
         board = aggregate(pl.concat(tables, how="diagonal_relaxed"))
         write_parquet(board, directory / "leaderboard.parquet")
@@ -275,6 +290,7 @@ def publish(directory: Path) -> pl.DataFrame:
             f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
             f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
             f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
+            + (f"\n## Environments\n\n{notes}" if notes else "")
         )
         if suite_dirs == [directory]:
             from harness.plots import plot_suite
@@ -297,10 +313,35 @@ def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
     targets = [out] if suites == [directory] else [out / suite_dir.name for suite_dir in suites]
     for suite_dir, target in zip(suites, targets):
         runs = load_runs(suite_dir)
-        publish_records(added(runs, load_runs(target)) if add else runs, target)
+        if add:
+            published = load_runs(target)
+            runs = added(runs, published)
+            if gone := replaced(load_runs(suite_dir), published):
+                print(f"--add: {target}: replacing the published {', '.join(gone)} with the runs of {suite_dir}")
+        publish_records(runs, target)
         if target != out:
             publish(target)
     return publish(out)
+
+
+def environments_note(suite: str, runs: list[Run]) -> str:
+    """A line for each environment a suite's runs come from, when there is more than one: their
+    records agree bit for bit only within one (harness/provenance.py), so wall-clocks and numbers
+    across them compare as runs of different machines do. Empty for one environment."""
+    groups: dict[tuple, list[str]] = {}
+    described: dict[tuple, str] = {}
+    for info, _, _ in runs:
+        key = environment_key(info) if "environment" in info else ("unrecorded",)
+        groups.setdefault(key, []).append(name_of((info, None, None)))
+        described[key] = describe(info) if "environment" in info else "not recorded (runs made before it was kept)"
+    if len(groups) < 2:
+        return ""
+    print(f"warning: suite {suite}: its runs come from {len(groups)} environments (leaderboard.md lists them)")
+    return (
+        f"Suite {suite}'s runs come from {len(groups)} environments:\n\n"
+        + "".join(f"- {described[key]}: {', '.join(names)}\n" for key, names in groups.items())
+        + "\n"
+    )
 
 
 START, END = "<!-- leaderboard:start -->", "<!-- leaderboard:end -->"

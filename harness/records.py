@@ -22,6 +22,7 @@ from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from harness.plan import run_name
+from harness.provenance import check_same_start
 
 
 def _umask() -> int:
@@ -271,15 +272,26 @@ class NotOneSuite(ValueError):
     """Runs added to a published suite that are not parts of it (`added`)."""
 
 
+def name_of(run: Run) -> str:
+    return run_name(run[0]["algorithm"], run[0]["seed"])
+
+
+def replaced(new: list[Run], published: list[Run]) -> list[str]:
+    """The names of the `published` runs that `added(new, published)` replaces with `new`'s."""
+    names = {name_of(run) for run in new}
+    return sorted(name_of(run) for run in published if name_of(run) in names)
+
+
 def added(new: list[Run], published: list[Run]) -> list[Run]:
     """`published` runs whose names `new` lacks, and `new`: a suite finished in parts (other
-    sessions, other clusters). Refused when a kept run is not a part of the same suite."""
-
-    def name(run: Run) -> str:
-        return run_name(run[0]["algorithm"], run[0]["seed"])
-
+    sessions, other clusters). Refused when a kept run is not a part of the same suite, or when
+    any run, kept or replaced, started from other weights than the runs added (both digests named)."""
+    name = name_of
     names = {name(run) for run in new}
     kept = [run for run in published if name(run) not in names]
+    check_same_start(
+        [(f"{name(run)} (added)", run[0]) for run in new] + [(name(run), run[0]) for run in published], "--add"
+    )
     for run in kept if new else []:
         info, reference = run[0], new[0][0]
         differs = next((field for field in SAME_SUITE if info.get(field) != reference.get(field)), None)

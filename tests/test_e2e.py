@@ -107,7 +107,18 @@ def test_grpo_run_writes_one_row_per_step_and_a_leaderboard(tmp_path):
     assert evals["step"].to_list() == [0, 2, 3]
     info = json.loads((run / "run.json").read_text())
     assert info["group_size"] == 4 and info["steps"] == 3
-    assert info["versions"]["torch"] == torch.__version__  # what the numbers depend on
+    assert info["versions"]["torch"] == torch.__version__  # with its build tag: +cpu and +cu130 are told apart
+    from harness.models import load_policy
+    from harness.provenance import data_digest, weights_digest
+    from rollout.kernels import has_avx2
+
+    (recipe,) = (tmp_path / "cache" / "policies").glob("*/recipe.json")
+    assert info["starting_weights_digest"] == weights_digest(load_policy(recipe.parent)[0])
+    assert info["task_data_digest"] == data_digest(MathTask(train_size=200, eval_size=20))
+    assert info["environment"]["cpu_kernels"]["mode"] == ("portable" if has_avx2() else "native")
+    assert (
+        json.loads((run / "provenance.json").read_text())["starting_weights_digest"] == info["starting_weights_digest"]
+    )
     assert not (run / "checkpoints").exists()
     board = pl.read_parquet(results / "math" / "leaderboard.parquet")
     assert board.row(0, named=True)["rollouts"] == 48
@@ -217,7 +228,16 @@ def test_killed_run_resumes_to_the_same_records_as_an_uninterrupted_one(tmp_path
     assert pl.read_parquet(run_dir / "metrics.parquet")["step"].to_list() == [1, 2]
     assert not (run_dir / "run.json").exists()
     monkeypatch.setattr(RLVRModule, "training_step", original)
+    # a run that started from other weights (another machine's warm start, say) is not continued
+    recorded = json.loads((run_dir / "provenance.json").read_text())
+    (run_dir / "provenance.json").write_text(json.dumps({**recorded, "starting_weights_digest": "0123456789abcdef"}))
     capsys.readouterr()
+    assert run(tmp_path / "resumed") == 2
+    error = capsys.readouterr().err
+    assert (
+        "the run started from weights 0123456789abcdef, its resume from " + recorded["starting_weights_digest"] in error
+    )
+    (run_dir / "provenance.json").write_text(json.dumps(recorded))
     assert run(tmp_path / "resumed") == 0
     assert f"resuming after step 2 of 4, from {run_dir / 'checkpoints' / 'last.ckpt'}" in capsys.readouterr().out
     straight = pl.read_parquet(tmp_path / "straight" / "r" / "grpo-seed0" / "metrics.parquet")

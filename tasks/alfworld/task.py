@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import importlib.util
 import json
 import multiprocessing
@@ -176,6 +177,10 @@ class AlfworldTask(Task):
             (train if game.split == "train" else held_out).append(problem)
             self._trusted[(problem.id, problem.demonstration)] = outcome(transcript.won, len(transcript.turns))
         return train, held_out
+
+    def content(self, problem: Problem) -> tuple:
+        game = hashlib.sha256(Path(problem.answer).read_bytes()).hexdigest()  # the game, not where it lies
+        return (problem.id, problem.prompt, game, problem.demonstration)
 
     def train_problems(self) -> Sequence[Problem]:
         return self._splits[0]
