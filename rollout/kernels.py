@@ -5,7 +5,7 @@ A float sum's rounding depends on its order, and the CPU kernels choose the orde
 ATen's vector width (AVX2's 8 lanes, AVX-512's 16), MKL's GEMM blocking (by instruction set,
 vendor and cache size, and how it splits the work between threads). `pin()` fixes both before
 torch runs its first kernel: ATen at its AVX2 kernels, and MKL in its strict conditional numerical
-reproducibility mode on the AVX2 code path, which Intel documents as the same results on every
+reproducibility mode on the AVX2 code path (its instruction set capped at AVX2 too), which Intel documents as the same results on every
 processor that has that path and at any thread count. oneDNN is capped at AVX2 for the paths that
 use it (bf16). docs/results.md#the-same-numbers-on-any-cpu has the measured matrix and its cost.
 
@@ -20,7 +20,12 @@ import platform
 from functools import cache
 
 SWITCH = "HARNESS_CPU_KERNELS"
-PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PORTABLE = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2,STRICT",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",  # MKL_ENABLE_INSTRUCTIONS=AVX512 moves MKL off the strict path (measured)
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+}
 """The environment every portable process runs under (its child processes inherit it)."""
 
 

@@ -38,6 +38,7 @@ VARIANTS = [  # (kernels, simulated CPU, its environment, threads)
     ("portable", "AVX2 only", AVX2_CPU, 2),
     ("portable", "AVX2 only", AVX2_CPU, 4),
     ("portable", "AVX-512 asked for", AVX512_CPU, 2),
+    ("portable", "AVX-512 asked for", AVX512_CPU, 4),
 ]
 NOT_RECORDS = ("wall_clock_s", "timing_s/", "memory/")  # what differs run to run on one machine
 
