@@ -4,10 +4,11 @@ whatever the machine's instruction set or thread count.
 A float sum's rounding depends on its order, and the CPU kernels choose the order by the machine:
 ATen's vector width (AVX2's 8 lanes, AVX-512's 16), MKL's GEMM blocking (by instruction set,
 vendor and cache size, and how it splits the work between threads). `pin()` fixes both before
-torch runs its first kernel: ATen at its AVX2 kernels, and MKL in its strict conditional numerical
-reproducibility mode on the AVX2 code path (its instruction set capped at AVX2 too), which Intel documents as the same results on every
-processor that has that path and at any thread count. oneDNN is capped at AVX2 for the paths that
-use it (bf16). docs/results.md#the-same-numbers-on-any-cpu has the measured matrix and its cost.
+torch runs its first kernel: ATen at its AVX2 kernels, and MKL in its strict conditional
+numerical reproducibility mode on the AVX2 code path (its instruction set capped at AVX2 too),
+which Intel documents as the same results on every processor that has that path and at any
+thread count. oneDNN is capped at AVX2 for the paths that use it (bf16).
+docs/results.md#the-same-numbers-on-any-cpu has the measured matrix and its cost.
 
 `HARNESS_CPU_KERNELS=native` leaves the machine's own kernels (faster, and records that differ
 between machines); a CPU without AVX2 (or not x86-64) has no portable level and runs native.
@@ -70,11 +71,12 @@ def level() -> dict[str, str | int | None]:
     import torch
 
     aten = torch.backends.cpu.get_cpu_capability()
-    portable = aten == "AVX2" and os.environ.get("MKL_CBWR") == PORTABLE["MKL_CBWR"]
+    portable = aten == "AVX2" and all(os.environ.get(k) == PORTABLE[k] for k in PORTABLE if k.startswith("MKL"))
     return {
         "mode": "portable" if portable else "native",
         "aten": aten,
         "mkl_cbwr": os.environ.get("MKL_CBWR"),
+        "mkl_instructions": os.environ.get("MKL_ENABLE_INSTRUCTIONS"),
         "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA"),
         "threads": torch.get_num_threads(),
         "cpu": cpu_name(),
