@@ -107,13 +107,17 @@ class OtherWeights(ValueError):
     """Runs that cannot be compared or continued: their starting weights differ in content."""
 
 
-def check_same_start(records: list[tuple[str, dict]], what: str) -> None:
+def check_same_start(records: list[tuple[str, dict]], what: str, unrecorded_pass: bool = True) -> None:
     """Refuse `records` ((run name, its summary or provenance)) that started from different weights,
-    naming both digests. Runs recorded before digests were kept pass (they have none)."""
-    digests = {}
+    naming both digests. Runs recorded before digests were kept have none: they pass beside runs
+    that have one unless `unrecorded_pass` is False (adding to published runs: the same recipe may
+    have built other weights since, on other kernels or releases, and nothing can show otherwise)."""
+    digests, unrecorded = {}, []
     for name, record in records:
         digest = record.get("starting_weights_digest")
-        if digest is not None:
+        if digest is None:
+            unrecorded.append(name)
+        else:
             digests.setdefault(digest, name)
     if len(digests) > 1:
         (a, run_a), (b, run_b) = list(digests.items())[:2]
@@ -121,4 +125,11 @@ def check_same_start(records: list[tuple[str, dict]], what: str) -> None:
             f"{what}: {run_a} started from weights {a}, {run_b} from {b}: runs from different starting "
             "weights never pair or merge (the same recipe built on other kernels or releases gives other "
             "weights: rollout/kernels.py)"
+        )
+    if digests and unrecorded and not unrecorded_pass:
+        ((digest, name),) = digests.items()
+        raise OtherWeights(
+            f"{what}: {name} started from weights {digest}; {', '.join(unrecorded)} recorded no digest of its "
+            "starting weights (made before digests were kept), so nothing shows they are the same: publish "
+            "the whole suite again, or into another folder"
         )

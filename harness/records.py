@@ -290,7 +290,9 @@ def added(new: list[Run], published: list[Run]) -> list[Run]:
     names = {name(run) for run in new}
     kept = [run for run in published if name(run) not in names]
     check_same_start(
-        [(f"{name(run)} (added)", run[0]) for run in new] + [(name(run), run[0]) for run in published], "--add"
+        [(f"{name(run)} (added)", run[0]) for run in new] + [(name(run), run[0]) for run in published],
+        "--add",
+        unrecorded_pass=False,
     )
     for run in kept if new else []:
         info, reference = run[0], new[0][0]

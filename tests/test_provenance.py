@@ -67,7 +67,9 @@ def test_runs_from_other_starting_weights_are_refused_naming_both_digests():
 def run(seed=0, digest="1111", **environment):
     from test_leaderboard import run_info, two_steps
 
-    info = run_info(seed=seed, accuracy_before=0.5, accuracy_after=0.5, starting_weights_digest=digest)
+    info = run_info(seed=seed, accuracy_before=0.5, accuracy_after=0.5)
+    if digest is not None:
+        info["starting_weights_digest"] = digest
     if environment:
         info["environment"] = environment
     return info, two_steps(), pl.DataFrame()
@@ -85,6 +87,10 @@ def test_add_refuses_other_starting_weights_and_names_what_it_replaces():
         added([run(1, digest="2222")], published)
     with pytest.raises(OtherWeights, match="2222"):  # replacing every published run does not hide it
         added([run(0, digest="2222"), run(1, digest="2222")], published)
+    before_digests = [run(0, digest=None), run(1, digest=None)]
+    assert len(added([run(1, digest=None)], before_digests)) == 2  # as before digests were kept
+    with pytest.raises(OtherWeights, match="grpo-seed0, grpo-seed1 recorded no digest"):  # nothing shows they are the same
+        added([run(1)], before_digests)
 
 
 def test_the_leaderboard_pairs_only_runs_from_the_same_weights_and_names_other_environments(tmp_path, capsys):
