@@ -89,7 +89,8 @@ def test_add_refuses_other_starting_weights_and_names_what_it_replaces():
         added([run(0, digest="2222"), run(1, digest="2222")], published)
     before_digests = [run(0, digest=None), run(1, digest=None)]
     assert len(added([run(1, digest=None)], before_digests)) == 2  # as before digests were kept
-    with pytest.raises(OtherWeights, match="grpo-seed0, grpo-seed1 recorded no digest"):  # nothing shows they are the same
+    # runs without a digest beside one with: nothing shows they started from the same weights
+    with pytest.raises(OtherWeights, match="grpo-seed0, grpo-seed1 recorded no digest"):
         added([run(1)], before_digests)
 
 
