@@ -22,8 +22,10 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import rollout.attention
+from harness.provenance import lock
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
 from harness.tiny import save_tiny
+from rollout import kernels
 from tasks.base import Problem, Task
 
 # Bump when the warm-start recipe or its arithmetic changes, to invalidate caches. What changes
@@ -67,7 +69,7 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
     recipe, key = recipe
     target = cache_dir / "policies" / key
     if (target / "recipe.json").exists():
-        return target
+        return built_elsewhere_warning(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(target.with_name(key + ".lock")):
         if (target / "recipe.json").exists():  # built by another process while this one waited
@@ -97,9 +99,35 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
                 + (f"vocabulary {report['vocabulary_s']:.1f} s, " if "vocabulary_s" in report else "")
                 + f"training {report['seconds']:.1f} s ({report['batches_s']:.1f} s of it making batches)"
             )
+        recipe["built_with"] = built_with()
         (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
         staging.rename(target)  # atomic: a cache entry is complete or absent
     return target
+
+
+def built_with() -> dict:
+    """What a warm start's weights depend on besides their recipe (the cache key): the CPU kernels'
+    mode and the lock (rollout/kernels.py, harness/provenance.py)."""
+    return {"cpu_kernels": kernels.level()["mode"], "lock": lock()["digest"]}
+
+
+def built_elsewhere_warning(target: Path) -> Path:
+    """`target`, saying so once when its weights were built on other kernels or another lock than
+    this process runs (or before either was recorded): the same recipe then gives other weights,
+    so runs from these will not reproduce records made with the weights built here."""
+    recorded = json.loads((target / "recipe.json").read_text()).get("built_with")
+    now = built_with()
+    if recorded != now and target not in _warned:
+        _warned.add(target)
+        print(
+            f"warning: the starting weights {target} were built with {recorded or 'kernels and a lock not recorded'}, "
+            f"this process runs {now}: records from them differ from those of weights built here "
+            f"(delete the folder to build them again)"
+        )
+    return target
+
+
+_warned: set[Path] = set()
 
 
 def tiny_key(config: TinyConfig) -> dict:

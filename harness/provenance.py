@@ -6,6 +6,7 @@ runs to a published suite and pairing runs in a leaderboard compare it."""
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -60,13 +61,13 @@ def lock() -> dict[str, str | list[str] | None]:
 
 
 def pins(text: str) -> dict[str, str]:
-    """`name==version` lines of a lock, by name."""
+    """`name==version` lines of a lock, by normalised name (PEP 503: `Foo_Bar` is `foo-bar`)."""
     out = {}
     for line in text.splitlines():
         line = line.split("#")[0].strip()
         if "==" in line:
             name, _, pinned = line.partition("==")
-            out[name.strip().lower()] = pinned.strip()
+            out[re.sub(r"[-_.]+", "-", name.strip()).lower()] = pinned.strip()
     return out
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
+from harness.provenance import pins as locked
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "constraints.txt"
 NOT_LOCKED = re.compile(r"^(nvidia-.*|cuda-.*|triton|pip|setuptools|wheel)$")
@@ -43,16 +45,6 @@ HEADER = """\
 
 def normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def locked(text: str) -> dict[str, str]:
-    pins = {}
-    for line in text.splitlines():
-        line = line.split("#")[0].strip()
-        if "==" in line:
-            name, _, version = line.partition("==")
-            pins[normal(name)] = version.strip()
-    return pins
 
 
 def requirements(pyproject: dict) -> list[tuple[str, Requirement]]:

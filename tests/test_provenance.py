@@ -129,3 +129,18 @@ def test_this_environment_is_the_locks():
 
     assert lock()["digest"] is not None
     assert lock()["differs"] == [], "installed off the lock: pip install -c constraints.txt -e '.[dev]'"
+
+
+def test_cached_weights_built_on_other_kernels_or_another_lock_are_announced(tmp_path, capsys):
+    from harness.models import built_elsewhere_warning, built_with
+
+    here, before, other = tmp_path / "here", tmp_path / "before", tmp_path / "other"
+    for folder, recipe in ((here, {"built_with": built_with()}), (before, {}), (other, {"built_with": {"lock": "x"}})):
+        folder.mkdir()
+        (folder / "recipe.json").write_text(json.dumps(recipe))
+    assert built_elsewhere_warning(here) == here and capsys.readouterr().out == ""
+    built_elsewhere_warning(before)
+    assert "built with kernels and a lock not recorded" in capsys.readouterr().out
+    built_elsewhere_warning(other)
+    built_elsewhere_warning(other)  # once a process
+    assert capsys.readouterr().out.count("{'lock': 'x'}") == 1
