@@ -311,8 +311,8 @@ MUTANTS = [
     (
         "scoring: training log-probs at T = 1",
         "algorithms/base.py",
-        "            self.sampling.temperature,\n            batch.eligible,",
-        "            1.0,\n            batch.eligible,",
+        "            self.sampling.temperature,\n            batch.eligible if positions is None else positions,",
+        "            1.0,\n            batch.eligible if positions is None else positions,",
         TRAINING,
     ),
     (
@@ -1268,8 +1268,8 @@ MUTANTS = [
     (
         "add: --add replaces the published runs",
         "harness/leaderboard.py",
-        "publish_records(added(runs, load_runs(target)) if add else runs, target)",
-        "publish_records(runs, target)",
+        "            runs = added(runs, published)",
+        "            pass",
         [f"{DRIVER[0]}::test_published_records_alone_publish_the_same_leaderboard"],
     ),
     (
@@ -1285,6 +1285,71 @@ MUTANTS = [
         "        if differs is not None:",
         "        if differs is None:",
         BOARD,
+    ),
+    # #47: provenance and its refusals
+    (
+        "provenance: a resume from other starting weights continued",
+        "harness/driver.py",
+        '    check_same_start([("the run", recorded), ("its resume", origin)], run_dir.name)',
+        "    pass",
+        ["tests/test_provenance.py"],
+    ),
+    (
+        "provenance: --add beside runs without a digest",
+        "harness/records.py",
+        "        unrecorded_pass=False,",
+        "        unrecorded_pass=True,",
+        ["tests/test_provenance.py"],
+    ),
+    (
+        "provenance: a suite's runs paired from other starting weights",
+        "harness/leaderboard.py",
+        '            check_same_start([(name_of(run), run[0]) for run in runs], f"suite {suite_dir.name}")',
+        "            pass",
+        ["tests/test_provenance.py"],
+    ),
+    (
+        "provenance: the weights digest of the names alone",
+        "harness/provenance.py",
+        '        h.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")',
+        "        pass",
+        ["tests/test_provenance.py"],
+    ),
+    (
+        "kernels: MKL's strict mode left out",
+        "rollout/kernels.py",
+        '    "MKL_CBWR": "AVX2,STRICT",',
+        '    "MKL_CBWR": "AUTO",',
+        ["tests/test_kernels.py"],
+    ),
+    # #49: behaviours an independent mutation round found unpinned
+    (
+        "pin: pass@k at n - c = k",
+        "algorithms/base.py",
+        "    if n - c < k:",
+        "    if n - c <= k:",
+        ["tests/test_feedback.py"],
+    ),
+    (
+        "pin: the interquartile mean as the median",
+        "harness/across_tasks.py",
+        "    return float(stats.trim_mean(np.concatenate(samples), 0.25))",
+        "    return float(np.median(np.concatenate(samples)))",
+        ["tests/test_across_tasks.py"],
+    ),
+    (
+        "pin: rank() ignores srun's SLURM_PROCID",
+        "rollout/distributed.py",
+        '    launched = os.environ.get("RANK") or (os.environ.get("SLURM_PROCID") if "SLURM_NTASKS" in os.environ else None)',
+        '    launched = os.environ.get("RANK")',
+        ["tests/test_distributed.py::test_before_the_process_group_the_rank_is_the_launchers"],
+    ),
+    (
+        "pin: the step-0 evaluation's key without max_new_tokens",
+        "harness/driver.py",
+        '                "max_new_tokens": module.sampling.max_new_tokens,',
+        "",
+        ["tests/test_driver.py::test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit"],
     ),
 ]
 

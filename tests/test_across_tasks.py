@@ -16,6 +16,8 @@ def test_iqm_is_the_mean_of_the_middle_half_of_every_tasks_runs_together():
     assert across_tasks.iqm(np.array([5.0, -1.0, 2.0, 3.0]), np.array([100.0, 0.0, 4.0, 1.0])) == pytest.approx(
         (1.0 + 2.0 + 3.0 + 4.0) / 4
     )
+    # a skewed sample, where the middle half's mean (3) is not the median (1.5)
+    assert across_tasks.iqm(np.array([0.0, 0.0, 0.0, 1.0]), np.array([2.0, 9.0, 10.0, 100.0])) == pytest.approx(3.0)
 
 
 def test_probability_of_improvement_counts_pairs_of_runs_per_task_ties_half():

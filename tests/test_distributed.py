@@ -51,6 +51,18 @@ def run_suite(tmp_path: Path, devices: int) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch without distributed support")
+def test_before_the_process_group_the_rank_is_the_launchers(monkeypatch):
+    for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.rank() == 0
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    assert distributed.rank() == 0  # a SLURM allocation's variable, but no srun task of it here
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    assert distributed.rank() == 3  # srun's task 3: it must not print or write as rank 0
+    monkeypatch.setenv("RANK", "2")
+    assert distributed.rank() == 2  # torchrun's, inside an allocation
+
+
 def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
     """Two processes against what one process must give, computed here: the prompt stream, the
     baseline's prompts, and a fresh single-process evaluation."""

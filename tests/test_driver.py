@@ -353,3 +353,20 @@ def test_two_processes_on_one_suite_build_one_warm_start_and_both_finish(tmp_pat
     board = pl.read_parquet(results / "pair" / "leaderboard.parquet")
     assert sorted(board["algorithm"]) == ["grpo", "hp_rlvr"]
     assert sorted(pl.read_parquet(results / "leaderboard.parquet")["algorithm"]) == ["grpo", "hp_rlvr"]
+
+
+def test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit(tmp_path):
+    """Two runs differing only in `max_new_tokens` evaluate step 0 with other greedy completions:
+    one must not reuse the other's accuracy."""
+    from types import SimpleNamespace
+
+    from algorithms.settings import EvalArgs
+    from harness.driver import start_evaluation
+    from rollout.settings import SamplingArgs
+
+    def key(**sampling):
+        module = SimpleNamespace(eval_args=EvalArgs(), sampling=SamplingArgs(**sampling))
+        return start_evaluation(tmp_path, tmp_path / "weights", module, {"task": "t"})[0]
+
+    assert key(max_new_tokens=16) == key(max_new_tokens=16)
+    assert key(max_new_tokens=16) != key(max_new_tokens=32)

@@ -135,7 +135,9 @@ def test_the_feedback_modes_of_the_block():
         WarmStartArgs(hindsight_feedback=["full", "hint"])
 
 
-@pytest.mark.parametrize("n, c, k", [(10, 0, 1), (10, 3, 1), (10, 3, 5), (10, 8, 3), (5, 5, 5), (20, 1, 20)])
+@pytest.mark.parametrize(
+    "n, c, k", [(10, 0, 1), (10, 3, 1), (10, 3, 5), (10, 8, 3), (5, 5, 5), (20, 1, 20), (5, 2, 3), (8, 4, 4)]
+)  # (5, 2, 3) and (8, 4, 4): n - c = k, where one failing sample set is left and pass@k < 1
 def test_pass_at_k_is_the_unbiased_estimator(n, c, k):
     assert pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k))
 
