@@ -1351,6 +1351,34 @@ MUTANTS = [
         "",
         ["tests/test_driver.py::test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit"],
     ),
+    (
+        "pin: a run folder without spec.json skipped as finished",
+        "harness/driver.py",
+        "        if before != spec:",
+        "        if before is not None and before != spec:",
+        ["tests/test_driver.py::test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed"],
+    ),
+    (
+        "pin: DAPO's loss aggregation the suite's",
+        "algorithms/dapo.py",
+        '"clip_high": 0.28, "loss_aggregation": "token-mean"}',
+        '"clip_high": 0.28}',
+        ["tests/test_zoo.py::test_dapos_own_defaults_token_mean_and_a_fifth_of_the_length_as_its_overlong_buffer"],
+    ),
+    (
+        "pin: DAPO's overlong buffer a quarter of the length",
+        "algorithms/dapo.py",
+        "self.sampling.max_new_tokens // 5 if overlong_buffer is None",
+        "self.sampling.max_new_tokens // 4 if overlong_buffer is None",
+        ["tests/test_zoo.py::test_dapos_own_defaults_token_mean_and_a_fifth_of_the_length_as_its_overlong_buffer"],
+    ),
+    (
+        "pin: verify/unjudged counts groups",
+        "algorithms/base.py",
+        '"verify/unjudged": int((~judged).sum()),',
+        '"verify/unjudged": int((~judged).view(-1, self.group_size).any(-1).sum()),',
+        ["tests/test_unjudged.py"],
+    ),
 ]
 
 

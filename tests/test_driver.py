@@ -370,3 +370,18 @@ def test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit(tmp_pa
 
     assert key(max_new_tokens=16) == key(max_new_tokens=16)
     assert key(max_new_tokens=16) != key(max_new_tokens=32)
+
+
+def test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed(tmp_path):
+    """A run folder that holds records but no spec.json (written by another version, or half
+    copied) cannot be shown to be this run: it is moved aside and the run starts."""
+    from harness.driver import prepare
+
+    run_dir = tmp_path / "s" / "grpo-seed0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text("{}")  # looks finished
+    said = []
+    assert prepare(run_dir, {"seed": 0}, said.append) == "start"
+    (aside,) = (tmp_path / "s" / ".replaced").iterdir()
+    assert (aside / "run.json").exists() and "it recorded no settings (spec.json)" in said[0]
+    assert json.loads((run_dir / "spec.json").read_text()) == {"seed": 0}

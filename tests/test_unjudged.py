@@ -104,3 +104,18 @@ def test_the_record_counts_unjudged_rollouts_and_averages_the_judged_rewards(set
     assert row["verify/unjudged"] == 1
     assert row["reward"] == pytest.approx(sum(REWARDS[1:]) / (len(REWARDS) - 1))
     assert row["tokens/generated"] == int(rollouts.eligible.sum())  # what was sampled, left out or not
+
+
+def test_the_unjudged_count_is_of_rollouts_not_of_groups(setup):
+    """Two unjudged rollouts of one group: 2, where a count of groups would say 1."""
+    from dataclasses import replace
+
+    module = module_of("algorithms.grpo.GRPO", setup)
+    rollouts = with_verdicts(setup[3], 1.0)
+    verdicts = list(rollouts.verdicts)
+    verdicts[1] = Verdict(REWARDS[1], "the sandbox could not judge this run (OSError)", judged=False)
+    rollouts = replace(rollouts, verdicts=verdicts)
+    advantages, stats = module.credit(rollouts.trainable(GROUP))
+    row = module.record(rollouts, advantages, {}, stats, spent=len(rollouts))
+    assert row["verify/unjudged"] == 2
+    assert row["reward"] == pytest.approx(sum(REWARDS[2:]) / (len(REWARDS) - 2))

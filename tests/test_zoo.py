@@ -324,3 +324,30 @@ def test_every_baseline_runs_beside_grpo_on_the_same_prompts(tmp_path):
     board = pl.read_parquet(runs / "leaderboard.parquet")
     shown = dict(zip(board["algorithm"], board["own_settings"]))
     assert "update.clip_high=0.28" in shown["dapo"] and "update.ratio_level=sequence" in shown["gspo"]
+
+
+def test_dapos_own_defaults_token_mean_and_a_fifth_of_the_length_as_its_overlong_buffer(tmp_path, tiny_dir):
+    """What DAPO is defined by when its suite says nothing: the token-mean loss and the clip-higher
+    bounds (0.2, 0.28), over a suite whose own update says sequence-mean; the overlong buffer a
+    fifth of max_new_tokens (DAPO's 4096 of 20480)."""
+    import yaml
+
+    from harness.config import load_benchmark
+    from harness.models import load_policy
+    from rollout.settings import SamplingArgs
+    from tasks.math import MathTask
+
+    suite = {
+        "name": "s",
+        "task": {"class_path": "tasks.math.MathTask", "init_args": {"train_size": 20, "eval_size": 5}},
+        "algorithms": {"dapo": {"class_path": "algorithms.dapo.DAPO"}},
+        "update": {"loss_aggregation": "sequence-mean"},
+    }
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"suites": [suite]}))
+    update = load_benchmark(config).suites[0].algorithm_settings("dapo")[1]["update"]
+    assert (update.loss_aggregation, update.clip_low, update.clip_high) == ("token-mean", 0.2, 0.28)
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = DAPO(policy=model, tokenizer=tokenizer, task=task, sampling=SamplingArgs(max_new_tokens=40))
+    assert module.overlong_buffer == 8
