@@ -1379,6 +1379,45 @@ MUTANTS = [
         '"verify/unjudged": int((~judged).view(-1, self.group_size).any(-1).sum()),',
         ["tests/test_unjudged.py"],
     ),
+    (
+        "pin: a float tolerance relative only",
+        "tasks/sandbox/judge.py",
+        "math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance)",
+        "math.isclose(x, y, rel_tol=tolerance)",
+        [
+            "tests/test_sandbox_stdio.py::test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_or_relative"
+        ],
+    ),
+    (
+        "pin: numbers compared as numbers without a tolerance",
+        "tasks/sandbox/judge.py",
+        "        if tolerance is None:\n            return False",
+        "        if tolerance is None:\n            tolerance = 0.0",
+        [
+            "tests/test_sandbox_stdio.py::test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_or_relative"
+        ],
+    ),
+    (
+        "pin: evaluate's higher and lower swapped",
+        "harness/evaluate.py",
+        'else "higher"\n                if paired_higher([(rewards, first)])\n                else "lower",',
+        'else "lower"\n                if paired_higher([(rewards, first)])\n                else "higher",',
+        ["tests/test_evaluate.py::test_the_comparison_with_the_first_checkpoint_says_which_way_it_goes"],
+    ),
+    (
+        "pin: evaluate's fingerprint without the modification time",
+        "harness/evaluate.py",
+        "[f.stat().st_size, f.stat().st_mtime_ns]",
+        "[f.stat().st_size]",
+        ["tests/test_evaluate.py::test_a_weights_folder_rewritten_at_the_same_size_is_evaluated_again"],
+    ),
+    (
+        "pin: SLURM's tasks a node and nodes forced to 1",
+        "harness/slurm.py",
+        'executor.update_parameters(tasks_per_node=tasks, nodes=nodes if cluster != "local" else 1)',
+        "executor.update_parameters(tasks_per_node=1, nodes=1)",
+        ["tests/test_slurm.py::test_under_slurm_a_run_asks_for_a_task_a_device_on_each_of_its_nodes"],
+    ),
 ]
 
 

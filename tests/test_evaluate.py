@@ -109,3 +109,39 @@ def test_a_folder_that_is_no_model_is_refused_in_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"error: --model: {tmp_path} is not a model folder (no config.json)"
     assert main(["evaluate", str(config), "--samples", "2", "--pass-at", "3"]) == 2
     assert capsys.readouterr().err.startswith("error: --samples/--pass-at: pass_at:")
+
+
+def test_the_comparison_with_the_first_checkpoint_says_which_way_it_goes():
+    """A checkpoint that solves what the first does and 30 items more is `higher`; the first,
+    against it, `lower` (the labels are not the test's p alone)."""
+    from types import SimpleNamespace
+
+    from harness.evaluate import table
+
+    suite = SimpleNamespace(name="s", task=SimpleNamespace(class_path="tasks.math.MathTask"))
+
+    def checkpoint(name):
+        return SimpleNamespace(label=name, path=name, algorithm="grpo", draw_step=None)
+
+    def result(solved):
+        rewards = [1.0] * solved + [0.0] * (100 - solved)
+        return {"items": pl.DataFrame({"reward": rewards}), "summary": {"accuracy": solved / 100}}
+
+    board = table(suite, [checkpoint("start"), checkpoint("better")], [result(20), result(50)])
+    assert board["vs_reference"].to_list() == [None, "higher"]
+    board = table(suite, [checkpoint("better"), checkpoint("start")], [result(50), result(20)])
+    assert board["vs_reference"].to_list() == [None, "lower"]
+
+
+def test_a_weights_folder_rewritten_at_the_same_size_is_evaluated_again(tmp_path):
+    import os
+
+    from harness.evaluate import fingerprint
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"12345678")
+    before = fingerprint(tmp_path)
+    weights.write_bytes(b"87654321")  # retrained: the same size, other bytes
+    stat = weights.stat()
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert fingerprint(tmp_path) != before

@@ -120,3 +120,16 @@ def test_output_past_the_limit_fails():
 def test_malformed_cases_are_refused(bad):
     with pytest.raises(ValueError):
         StdioCases(**bad)
+
+
+def test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_or_relative():
+    """`same_output` against hand-worked cases: without a tolerance tokens compare as text (1.0 is
+    not 1), with one two numbers may differ by it absolutely (near 0) or relatively (when large)."""
+    from tasks.sandbox.judge import same_output
+
+    assert same_output("3 4\n", "3  4", None) and not same_output("3 4 5", "3 4", None)
+    assert not same_output("1.0", "1", None)  # no tolerance: the text itself
+    assert same_output("1.0", "1", 1e-6) and not same_output("1.1", "1", 1e-6)
+    assert same_output("0.0000001", "0", 1e-6)  # absolute: a relative rule never accepts anything near 0
+    assert same_output("1000000.5", "1000000", 1e-6)  # relative: 0.5 off a million is within 1e-6 of it
+    assert not same_output("yes", "no", 1e-6)

@@ -65,3 +65,41 @@ def test_job_parameters_are_checked():
     for bad, match in (("timeout_min", "KEY=VALUE"), ("timeout_min=soon", "takes a number"), ("queue=x", "unknown")):
         with pytest.raises(ValueError, match=match):
             parse_params([bad])
+
+
+def test_under_slurm_a_run_asks_for_a_task_a_device_on_each_of_its_nodes(tmp_path, monkeypatch):
+    """Lightning joins SLURM's tasks: a run of 4 devices on 2 nodes is 4 tasks a node, 2 nodes
+    (the local executor gets 1 and 1: there Lightning starts its own processes)."""
+    import sys
+    from contextlib import nullcontext
+    from types import ModuleType, SimpleNamespace
+
+    from harness.slurm import submit
+
+    asked = []
+
+    class Executor:
+        def __init__(self, folder, cluster):
+            self.parameters = {}
+
+        def update_parameters(self, **parameters):
+            self.parameters |= parameters
+
+        def batch(self):
+            asked.append(dict(self.parameters))
+            return nullcontext()
+
+        def submit(self, function):
+            return SimpleNamespace(job_id="1")
+
+    submitit = ModuleType("submitit")
+    submitit.AutoExecutor = Executor
+    helpers = ModuleType("submitit.helpers")
+    helpers.CommandFunction = lambda command, cwd: (command, cwd)
+    monkeypatch.setitem(sys.modules, "submitit", submitit)
+    monkeypatch.setitem(sys.modules, "submitit.helpers", helpers)
+    run = SimpleNamespace(id="s/grpo-seed0", suite=SimpleNamespace(trainer=SimpleNamespace(devices=4, num_nodes=2)))
+    for cluster, shape in (("slurm", (4, 2)), ("local", (1, 1))):
+        asked.clear()
+        submit(tmp_path / "b.yaml", [run], tmp_path / "runs", cluster, {}, tmp_path / "logs")
+        assert (asked[0]["tasks_per_node"], asked[0]["nodes"]) == shape, cluster
