@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,6 +26,9 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from harness.provenance import pins as locked
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from readme_install import isolated_env  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "constraints.txt"
@@ -79,8 +81,7 @@ def resolve(keep: dict[str, str]) -> dict[str, str]:
         constraints = Path(scratch) / "keep.txt"
         constraints.write_text("".join(f"{n}=={v}\n" for n, v in keep.items()))
         report = Path(scratch) / "report.json"
-        passed = ("PATH", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
-        env = {k: v for k, v in os.environ.items() if k in passed} | {"HOME": scratch, "PIP_CONFIG_FILE": os.devnull}
+        env = isolated_env(scratch)
         command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
         command += ["--report", str(report), "-c", str(constraints), f".[{extras}]"]
         subprocess.run(command, cwd=ROOT, env=env, check=True)

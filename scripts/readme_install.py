@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shlex
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,9 +38,18 @@ def install_commands(readme: str) -> list[list[str]]:
     return commands
 
 
+def isolated_env(home: str) -> dict[str, str]:
+    """A new user's pip: no configuration file, an empty HOME, and the machine's own trust store
+    (pip's bundled certificates know no network's own authority; a current pip reads the system's)."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED} | {"HOME": home, "PIP_CONFIG_FILE": os.devnull}
+    system = ssl.get_default_verify_paths().cafile
+    cert = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or system
+    return env | ({"PIP_CERT": cert} if cert and os.path.exists(cert) else {})
+
+
 def resolves(arguments: list[str]) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as home:
-        env = {k: v for k, v in os.environ.items() if k in PASSED} | {"HOME": home, "PIP_CONFIG_FILE": os.devnull}
+        env = isolated_env(home)
         return subprocess.run(
             [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", *arguments],
             cwd=ROOT,
