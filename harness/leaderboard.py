@@ -315,9 +315,9 @@ def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
         runs = load_runs(suite_dir)
         if add:
             published = load_runs(target)
-            runs = added(runs, published)
-            if gone := replaced(load_runs(suite_dir), published):
+            if gone := replaced(runs, published):
                 print(f"--add: {target}: replacing the published {', '.join(gone)} with the runs of {suite_dir}")
+            runs = added(runs, published)
         publish_records(runs, target)
         if target != out:
             publish(target)
@@ -330,9 +330,10 @@ def environments_note(suite: str, runs: list[Run]) -> str:
     across them compare as runs of different machines do. Empty for one environment."""
     groups: dict[tuple, list[str]] = {}
     described: dict[tuple, str] = {}
-    for info, _, _ in runs:
+    for run in runs:
+        info = run[0]
         key = environment_key(info) if "environment" in info else ("unrecorded",)
-        groups.setdefault(key, []).append(name_of((info, None, None)))
+        groups.setdefault(key, []).append(name_of(run))
         described[key] = describe(info) if "environment" in info else "not recorded (runs made before it was kept)"
     if len(groups) < 2:
         return ""

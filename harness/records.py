@@ -286,11 +286,10 @@ def added(new: list[Run], published: list[Run]) -> list[Run]:
     """`published` runs whose names `new` lacks, and `new`: a suite finished in parts (other
     sessions, other clusters). Refused when a kept run is not a part of the same suite, or when
     any run, kept or replaced, started from other weights than the runs added (both digests named)."""
-    name = name_of
-    names = {name(run) for run in new}
-    kept = [run for run in published if name(run) not in names]
+    names = {name_of(run) for run in new}
+    kept = [run for run in published if name_of(run) not in names]
     check_same_start(
-        [(f"{name(run)} (added)", run[0]) for run in new] + [(name(run), run[0]) for run in published],
+        [(f"{name_of(run)} (added)", run[0]) for run in new] + [(name_of(run), run[0]) for run in published],
         "--add",
         unrecorded_pass=False,
     )
@@ -299,10 +298,10 @@ def added(new: list[Run], published: list[Run]) -> list[Run]:
         differs = next((field for field in SAME_SUITE if info.get(field) != reference.get(field)), None)
         if differs is not None:
             raise NotOneSuite(
-                f"{name(run)}: its {differs} differs from the runs added ({info.get(differs)!r} vs "
+                f"{name_of(run)}: its {differs} differs from the runs added ({info.get(differs)!r} vs "
                 f"{reference.get(differs)!r}); publish into another folder"
             )
-    return sorted(kept + new, key=name)
+    return sorted(kept + new, key=name_of)
 
 
 def publish_records(runs: list[Run], out_dir: Path) -> None:
