@@ -1275,7 +1275,7 @@ MUTANTS = [
     (
         "add: a kept run's namesake kept beside the new one",
         "harness/records.py",
-        "    kept = [run for run in published if name(run) not in names]",
+        "    kept = [run for run in published if name_of(run) not in names]",
         "    kept = list(published)",
         BOARD,
     ),
