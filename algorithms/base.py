@@ -23,7 +23,7 @@ from torch.distributed.tensor import DTensor
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
-from rollout.batch import Rollouts, concatenate
+from rollout.batch import Rollouts, concatenate, solved
 from rollout.decoding import RolloutEngine
 from rollout.lora import adapters_disabled, has_adapters
 from rollout.memory import peak_mb, reset_peak
@@ -499,7 +499,7 @@ class RLVRModule(L.LightningModule):
             for i in range(0, len(mine), size):
                 chunk = self.task.rollout(self.engine, mine[i : i + size], n)
                 rewards = torch.tensor([v.reward for v in self.task.verify_all(chunk)]).view(-1, n)
-                passed += (rewards > 0.5).sum(-1).tolist()
+                passed += solved(rewards).sum(-1).tolist()
         counts = distributed.unstride(distributed.gather(passed), total)
         estimates = {
             f"pass@{k}": sum(pass_at_k(n, c, k) for c in counts) / max(total, 1) for k in self.eval_args.pass_at

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from algorithms.base import RLVRModule
 from rollout import distributed
-from rollout.batch import Rollouts, left_padded, position_ids
+from rollout.batch import Rollouts, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
 from rollout.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, Range, UnitInterval, check_fields
 from rollout.scoring import masked_mean
@@ -180,7 +180,7 @@ def block_feedback(verdict, mode: FeedbackMode) -> str | None:
     if mode == "full":
         return verdict.feedback
     if mode == "outcome":
-        return "success" if verdict.reward > 0.5 else "failure"
+        return "success" if solved(verdict.reward) else "failure"
     return None
 
 
@@ -414,7 +414,7 @@ class HPRLVR(RLVRModule):
         w = torch.cat(w)
         weights = torch.zeros(rollouts.input_ids.shape, device=w.device)
         weights[views.causal_rows, views.causal_cols] = w
-        success = rollouts.rewards[views.causal_rows] > 0.5
+        success = solved(rollouts.rewards[views.causal_rows])
         stats = {
             "hindsight/w_mean_success": float(w[success].mean()) if success.any() else float("nan"),
             "hindsight/w_std_success": float(w[success].std()) if success.sum() > 1 else float("nan"),

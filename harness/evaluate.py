@@ -107,12 +107,12 @@ def evaluate_benchmark(
     return pl.concat(boards, how="diagonal_relaxed") if boards else pl.DataFrame()
 
 
-def evaluate_checkpoint(suite: Suite, checkpoint: Checkpoint, cache_dir: Path, folder: Path, changes: dict) -> dict:
-    """{"summary": evaluation.json's content, "items": each item's result}: read back if this
-    checkpoint was evaluated with these settings, else evaluated now."""
+def settings_key(suite: Suite, checkpoint: Checkpoint, changes: dict) -> dict:
+    """Everything an evaluation's numbers depend on: a checkpoint evaluated earlier under an equal
+    key is read back, under any other evaluated again."""
     _, settings = suite.algorithm_settings(checkpoint.algorithm)
     evaluation = asdict(settings["evaluation"]) | changes
-    spec = json.loads(
+    return json.loads(
         json.dumps(
             {
                 "task": suite.task_key(),
@@ -127,6 +127,12 @@ def evaluate_checkpoint(suite: Suite, checkpoint: Checkpoint, cache_dir: Path, f
             default=str,
         )
     )
+
+
+def evaluate_checkpoint(suite: Suite, checkpoint: Checkpoint, cache_dir: Path, folder: Path, changes: dict) -> dict:
+    """{"summary": evaluation.json's content, "items": each item's result}: read back if this
+    checkpoint was evaluated with these settings, else evaluated now."""
+    spec = settings_key(suite, checkpoint, changes)
     summary_path, items_path = folder / "evaluation.json", folder / "items.parquet"
     if summary_path.is_file() and items_path.is_file():
         summary = json.loads(summary_path.read_text())

@@ -26,6 +26,7 @@ from harness.records import (
     write_atomic,
     write_parquet,
 )
+from rollout.batch import solved
 
 
 def ci95(values: pl.Series) -> list[float] | None:
@@ -49,8 +50,8 @@ def binomial_ci95(successes: float, trials: int) -> list[float] | None:
 def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
     """Exact McNemar test of two algorithms on the same held-out problems, pooled over seeds:
     the two-sided p of the problems only one of them solved splitting as they did by chance."""
-    only_mine = sum(a > 0.5 >= b for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
-    only_theirs = sum(b > 0.5 >= a for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
+    pairs = [(solved(a), solved(b)) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys)]
+    only_mine, only_theirs = sum(a and not b for a, b in pairs), sum(b and not a for a, b in pairs)
     if only_mine + only_theirs == 0:
         return 1.0
     return float(stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue)
@@ -64,7 +65,7 @@ def detectable_difference(mine: list[list[float]], theirs: list[list[float]]) ->
     items = sum(len(xs) for xs in mine)
     if not items:
         return None
-    discordant = sum((a > 0.5) != (b > 0.5) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
+    discordant = sum(solved(a) != solved(b) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
     extra = 0
     while (
         not discordant + extra or stats.binomtest(math.ceil(discordant / 2) + extra, discordant + extra).pvalue >= 0.05

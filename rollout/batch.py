@@ -25,6 +25,12 @@ class Verdict:
     counted (`verify/unjudged`); a broken verifier must not teach the policy that its work fails."""
 
 
+def solved(reward):
+    """Whether a reward (a float, or a tensor of them) is a pass: the full reward. A partial score,
+    some of a problem's tests passed, is not one (pass@k, the paired tests, HP-RLVR's outcome)."""
+    return reward >= 1.0
+
+
 @dataclass(frozen=True)
 class Problem:
     """One prompt. `answer` is for the verifier only; `demonstration` is a worked completion for

@@ -3,7 +3,7 @@ plausible bug at a time, put into a scratch copy of the tree, and the tests that
 there. A mutant is killed when they fail. Prints a markdown table (docs/mutants.md holds the last
 one, with the command):
 
-    python scripts/mutants.py [--only NAME ...] [--out docs/mutants.md]
+    python scripts/mutants.py [--only NAME ...] [--since REV] [--out FILE]
 """
 
 from __future__ import annotations
@@ -1418,6 +1418,71 @@ MUTANTS = [
         "executor.update_parameters(tasks_per_node=1, nodes=1)",
         ["tests/test_slurm.py::test_under_slurm_a_run_asks_for_a_task_a_device_on_each_of_its_nodes"],
     ),
+    (
+        "pin: a stdio run's whole limit without its cases (task)",
+        "tasks/code.py",
+        "return tests.budget_s(self.timeout_s) if isinstance(tests, StdioCases) else self.timeout_s",
+        "return self.timeout_s",
+        ["tests/test_code_files.py::test_a_stdio_runs_whole_limit_grows_with_its_cases"],
+    ),
+    (
+        "pin: a stdio run's whole limit without its cases (budget)",
+        "tasks/sandbox/verdict.py",
+        "return start_s + self.case_timeout_s * len(self.inputs)",
+        "return start_s + self.case_timeout_s",
+        ["tests/test_code_files.py::test_a_stdio_runs_whole_limit_grows_with_its_cases"],
+    ),
+    (
+        "pin: a case allowed twice its limit",
+        "tasks/sandbox/candidate.py",
+        "deadline, pause, status = time.monotonic() + limit_s, 0.0002, None",
+        "deadline, pause, status = time.monotonic() + 2 * limit_s, 0.0002, None",
+        ["tests/test_sandbox_stdio.py::test_a_case_is_stopped_at_its_own_limit_not_later"],
+    ),
+    (
+        "pin: a stub starting with an import taken as written",
+        "tasks/sandbox/judge.py",
+        "    bare = (ast.Pass, ast.Import, ast.ImportFrom)",
+        "    bare = (ast.Pass,)",
+        [
+            "tests/test_sandbox_namespace.py::test_a_stub_whose_body_is_an_import_and_a_docstring_is_the_programs_to_write"
+        ],
+    ),
+    (
+        "pin: a partial score counted as a pass",
+        "rollout/batch.py",
+        "    return reward >= 1.0",
+        "    return reward > 0.5",
+        ["tests/test_feedback.py::test_a_partial_score_is_no_pass_for_pass_at_k_the_paired_test_or_the_outcome"],
+    ),
+    (
+        "pin: sampled pass@k counts any reward as a pass",
+        "algorithms/base.py",
+        "passed += solved(rewards).sum(-1).tolist()",
+        "passed += (rewards > 0).sum(-1).tolist()",
+        ["tests/test_feedback.py::test_a_partial_score_is_no_pass_for_pass_at_k_the_paired_test_or_the_outcome"],
+    ),
+    (
+        "pin: evaluate's key without the sampling settings",
+        "harness/evaluate.py",
+        '                "sampling": asdict(settings["sampling"]),\n',
+        "",
+        ["tests/test_evaluate.py::test_an_evaluation_is_read_back_only_under_the_same_sampling"],
+    ),
+    (
+        "pin: the summary's IQM interval pooled over tasks",
+        "harness/across_tasks.py",
+        "        low, high = interval(iqm, mine)",
+        "        low, high = interval(iqm, [np.concatenate(mine)])",
+        ["tests/test_across_tasks.py::test_the_summarys_intervals_resample_within_each_task"],
+    ),
+    (
+        "pin: the summary's P(improvement) interval pooled over tasks",
+        "harness/across_tasks.py",
+        'row["p_low"], row["p_high"] = interval(probability_of_improvement, pairs)',
+        'row["p_low"], row["p_high"] = interval(probability_of_improvement, [np.concatenate(pairs[::2]), np.concatenate(pairs[1::2])])',
+        ["tests/test_across_tasks.py::test_the_summarys_intervals_resample_within_each_task"],
+    ),
 ]
 
 
@@ -1462,10 +1527,16 @@ def run(folder: Path, tests: list[str], timeout_s: int) -> tuple[bool, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutants whose name contains one of these")
+    parser.add_argument("--since", help="only mutants of files changed since this git revision")
     parser.add_argument("--out", help="write the table here too")
     parser.add_argument("--timeout", type=int, default=600)
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if not args.only or any(o in m[0] for o in args.only)]
+    if args.since:
+        changed = subprocess.run(
+            ["git", "diff", "--name-only", args.since], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+        chosen = [m for m in chosen if m[1] in changed]
     folder = scratch_copy()
     probe = subprocess.run(
         [sys.executable, "-c", "import algorithms; print(algorithms.__file__)"],

@@ -39,6 +39,18 @@ def test_the_bootstrap_resamples_within_each_task():
     assert low < across_tasks.iqm(np.array([0.0, 1.0, 2.0]), np.array([10.0, 11.0, 12.0])) < high
 
 
+def test_the_summarys_intervals_resample_within_each_task():
+    """The summary's own intervals, stratified: with scores that never vary within a task, every
+    resample gives the same IQM (0, 0, 10, 10 -> 5) and the same P(improvement) (task a: 1, task
+    b: 0 -> 0.5), so both intervals are those points. Pooled over tasks, they would not be."""
+    rows = [("x", "a", 0.0), ("x", "a", 0.0), ("x", "b", 10.0), ("x", "b", 10.0)]
+    rows += [("grpo", "a", -1.0), ("grpo", "a", -1.0), ("grpo", "b", 20.0), ("grpo", "b", 20.0)]
+    scores = pl.DataFrame(rows, schema=["algorithm", "suite", "score"], orient="row")
+    x = across_tasks.summary(scores).filter(pl.col("algorithm") == "x").row(0, named=True)
+    assert x["iqm"] == x["iqm_low"] == x["iqm_high"] == pytest.approx(5.0)
+    assert x["p_improvement_over_grpo"] == x["p_low"] == x["p_high"] == pytest.approx(0.5)
+
+
 def published(folder, suite, scores):
     """A published suite folder with one run a (algorithm, seed, before, after)."""
     folder = folder / suite

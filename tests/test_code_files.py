@@ -131,6 +131,30 @@ def test_partial_and_tolerance_reach_the_verdict(tmp_path):
     assert partial.verify(partial.train_problems()[0], third).reward == 0.5
 
 
+def test_a_stdio_runs_whole_limit_grows_with_its_cases(tmp_path):
+    """`timeout_s` is what a stdio run may take besides its cases, each of which may take
+    `case_timeout_s`: 6 cases of 0.4 s pass under timeout_s 1 (a whole limit of 1 + 6 * 0.6 s)."""
+    rows = [
+        {
+            "question": "Wait, then echo.",
+            "input_output": {"inputs": [f"{i}\n" for i in range(6)], "outputs": list("012345")},
+        }
+    ]
+    task = CodeTask(
+        source="files",
+        train_file=write_jsonl(tmp_path / "slow.jsonl", rows),
+        test_format="stdio",
+        answer_format="fenced",
+        fields={"solution": None},
+        timeout_s=1.0,
+        case_timeout_s=0.6,
+    )
+    (problem,) = task.train_problems()
+    assert task.run_timeout_s(task.tests(problem.answer)) == pytest.approx(1.0 + 6 * 0.6)
+    slow = "```python\nimport time\ntime.sleep(0.4)\nprint(input())\n```"
+    assert task.verify(problem, slow).reward == 1.0
+
+
 def test_codecontests_shaped_parquet_joins_its_test_fields_and_takes_a_python3_solution(tmp_path):
     rows = [
         {

@@ -145,3 +145,22 @@ def test_a_weights_folder_rewritten_at_the_same_size_is_evaluated_again(tmp_path
     stat = weights.stat()
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert fingerprint(tmp_path) != before
+
+
+def test_an_evaluation_is_read_back_only_under_the_same_sampling(tmp_path):
+    """The key under which an evaluation is read back holds the sampling settings: a temperature,
+    top-p or length limit changed since, each changes what is measured, so each changes the key."""
+    from harness.config import load_benchmark
+    from harness.evaluate import checkpoints, settings_key
+
+    def key(**sampling):
+        suite = {**SUITE, "sampling": {**SUITE["sampling"], **sampling}}
+        config = tmp_path / "suite.yaml"
+        config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite]}))
+        (loaded,) = load_benchmark(config).suites
+        return settings_key(loaded, checkpoints(loaded, [])[0], {})
+
+    same = key()
+    assert key() == same
+    for changed in ({"temperature": 0.7}, {"top_p": 0.9}, {"max_new_tokens": 13}):
+        assert key(**changed) != same, changed

@@ -148,3 +148,37 @@ def test_pass_at_k_settings_are_checked():
     with pytest.raises(ValueError, match="^samples:"):
         EvalArgs(samples=-1)
     assert EvalArgs(pass_at=[8]).samples == 0  # unused without samples
+
+
+def test_a_partial_score_is_no_pass_for_pass_at_k_the_paired_test_or_the_outcome():
+    """Under partial scoring (`StdioCases(partial=True)`) a sample that passed 2 of 3 cases scores
+    2/3: neither a pass in sampled pass@k's counts, nor a solved item in the paired test, nor a
+    "success" in HP-RLVR's outcome feedback. Hand-worked: of 4 samples scoring 1, 2/3, 1/3, 0,
+    one passes."""
+    from types import SimpleNamespace
+
+    from algorithms.base import RLVRModule
+    from harness.leaderboard import paired_p
+
+    scores = [1.0, 2 / 3, 1 / 3, 0.0]
+    task = SimpleNamespace(
+        rollout=lambda engine, problems, n: problems * n,
+        verify_all=lambda chunk: [Verdict(s, "") for s in scores],
+    )
+    module = SimpleNamespace(
+        eval_args=EvalArgs(samples=4, pass_at=[1, 2], batch_size=4),
+        device=torch.device("cpu"),
+        compute_precision=lambda: torch.autocast("cpu", enabled=False),
+        policy=torch.nn.Linear(1, 1),
+        engine=None,
+        rl_step=0,
+        task=task,
+    )
+    result = RLVRModule.sampled_pass_at_k(module, ["p"], 1)
+    assert result["passes"] == [1]
+    assert result["pass@1"] == pytest.approx(1 / 4) and result["pass@2"] == pytest.approx(1 - 3 / 6)
+    # 6 items only one side scored on: a p of 2 / 2**6 if those were passes, 1 as none of them is
+    assert paired_p([[1.0, 2 / 3, 0.9, 0.75, 0.6, 0.99, 0.51]], [[1.0] + [0.0] * 6]) == 1.0
+    assert paired_p([[1.0] * 7], [[1.0] + [0.0] * 6]) == pytest.approx(2 / 2**6)
+    assert block_feedback(Verdict(2 / 3, "case 3 of 3: wrong answer"), "outcome") == "failure"
+    assert block_feedback(Verdict(1.0, "all tests passed"), "outcome") == "success"

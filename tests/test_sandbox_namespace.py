@@ -91,3 +91,18 @@ def test_the_programs_own_exception_classes_are_caught_as_their_builtin_base(con
     assert verdict == Verdict(0.0, "a subclass of ValueError raised by the program (in test: parse('x'))")
     before = contained("class Oops(KeyError):\n    pass\nraise Oops('secret')\n", "assert True\n").verdict
     assert before == Verdict(0.0, "program failed before the tests ran: a subclass of KeyError (at line 3)")
+
+
+def test_a_stub_whose_body_is_an_import_and_a_docstring_is_the_programs_to_write(contained):
+    """A prompt from a file with two functions to write, the first a stub that starts with an
+    import (as HumanEval/115's does): the tests call the program's, not the prompt's empty one."""
+    prompt = (
+        "def hypot(a, b):\n"
+        "    import math\n"
+        '    """The hypotenuse of a right triangle with legs a and b."""\n'
+        "def area(a, b):\n"
+        '    """Its area."""\n'
+    )
+    program = prompt + "    return a * b / 2\n" + "def hypot(a, b):\n    return (a * a + b * b) ** 0.5\n"
+    tests = "assert hypot(3, 4) == 5\nassert area(3, 4) == 6\n"
+    assert contained(program, tests, prompt=prompt).verdict == PASSED

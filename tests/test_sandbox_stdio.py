@@ -58,6 +58,16 @@ def test_a_timeout_on_one_case_of_many_names_that_case(contained):
     assert judged(contained, program) == Verdict(0.0, "case 2 of 3: timed out after 1 s")
 
 
+def test_a_case_is_stopped_at_its_own_limit_not_later(contained):
+    """A case that ends 1.5 limits after it started times out; the timeout tests' infinite loops
+    would time out under any limit, this one only under the case's own."""
+    cases = StdioCases(("",), ("1",), case_timeout_s=0.5)
+    assert judged(contained, "import time\ntime.sleep(0.75)\nprint(1)\n", cases) == Verdict(
+        0.0, "case 1 of 1: timed out after 0.5 s"
+    )
+    assert judged(contained, "print(1)\n", cases) == PASSED
+
+
 def test_partial_scores_the_fraction_passed_and_still_names_the_first_failure(contained):
     cases = StdioCases(SUM.inputs, SUM.outputs, case_timeout_s=1.0, partial=True)
     program = "a, b = map(int, input().split())\nwhile a == 3:\n    pass\nprint(a + b)\n"
