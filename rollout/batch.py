@@ -12,6 +12,9 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+FEEDBACK_LIMIT = 1000
+"""Characters of a verdict's feedback kept (the sandbox's own limit is lower)."""
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -19,10 +22,22 @@ class Verdict:
 
     reward: float
     feedback: str
+    """Untrusted text (a program's value may be quoted in it): made valid UTF-8 text (a lone
+    surrogate becomes '?') and cut to FEEDBACK_LIMIT here, so no tokenizer, record or hindsight
+    block that takes it can fail on it."""
     judged: bool = True
     """False where the verifier itself failed (its sandbox, an environment), not the rollout: the
     reward then means nothing. Such a rollout's group is left out of the update (`trainable`) and
     counted (`verify/unjudged`); a broken verifier must not teach the policy that its work fails."""
+
+    def __post_init__(self):
+        if type(self.feedback) is not str:
+            raise TypeError(f"feedback: must be text (got {type(self.feedback).__name__})")
+        text = self.feedback.encode("utf-8", "replace").decode("utf-8")
+        if len(text) > FEEDBACK_LIMIT:
+            text = text[: FEEDBACK_LIMIT - 3] + "..."
+        if text != self.feedback:
+            object.__setattr__(self, "feedback", text)
 
 
 def solved(reward):

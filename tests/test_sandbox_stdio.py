@@ -143,3 +143,6 @@ def test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_
     assert same_output("0.0000001", "0", 1e-6)  # absolute: a relative rule never accepts anything near 0
     assert same_output("1000000.5", "1000000", 1e-6)  # relative: 0.5 off a million is within 1e-6 of it
     assert not same_output("yes", "no", 1e-6)
+    # two integers are equal or not, whatever the tolerance; an integer and a decimal compare as numbers
+    assert not same_output("1000000000001", "1000000000000", 1e-6)
+    assert same_output("+12", "12", 1e-6) and same_output("3.0000001", "3", 1e-6)

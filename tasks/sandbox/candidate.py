@@ -40,7 +40,9 @@ A script's run is a fork of this process, which compiled the program and never r
 memory passes from one case to the next (files written in the working directory stay, as in a judge
 that runs every case in one folder). Its fd 0 and fd 1 are unlinked files in the working directory
 (input written before the fork, output read after the exit), so `input()`, `sys.stdin.buffer`
-and `open(0)` all read the case; it is killed with its process group at LIMIT_S of wall-clock.
+and `open(0)` all read the case. It ends as a script under the interpreter does (its non-daemon
+threads waited for, its exit handlers run), and is killed at LIMIT_S of wall-clock; then every
+process it started is killed, whatever its session (the candidate is the run's subreaper).
 """
 
 import os
@@ -258,6 +260,9 @@ def _run_script(code, text, limit_s, raised):
     pid = os.fork()
     if pid == 0:
         try:
+            import atexit
+
+            atexit._clear()  # the program's exit handlers only, not any this process inherited
             os.setpgid(0, 0)
             for fd in (3, 4, report_r):
                 os.close(fd)
@@ -276,6 +281,7 @@ def _run_script(code, text, limit_s, raised):
                 status, report = 1, '{"memory":1}'
             except BaseException as exc:  # noqa: BLE001 - the program's own failure
                 status, report = 1, raised(exc)
+            _finalize(atexit)
             for stream in (sys.stdout, sys.__stdout__):
                 try:
                     stream.flush()
@@ -299,6 +305,7 @@ def _run_script(code, text, limit_s, raised):
                 except OSError:
                     pass
             os.waitpid(pid, 0)
+            _end_leftovers()
             for fd in (source, sink, report_r):
                 os.close(fd)
             return '{"timeout":1}'
@@ -309,6 +316,7 @@ def _run_script(code, text, limit_s, raised):
         os.killpg(pid, 9)  # what the script left running
     except OSError:
         pass
+    _end_leftovers()
     os.set_blocking(report_r, False)  # a leftover process may hold its write end open
     try:
         report = os.read(report_r, 1 << 16).decode("utf-8", "replace")
@@ -323,12 +331,76 @@ def _run_script(code, text, limit_s, raised):
         return '{"signal":' + str(os.WTERMSIG(status)) + "}"
     code = os.WEXITSTATUS(status)
     if report:
-        return report  # {"raised": ...} or {"memory": 1}, written by the fork, this program's own code
+        return _checked_report(report)
     if code != 0:
         return '{"exit":' + str(code) + "}"
     if size > SCRIPT_OUTPUT_LIMIT:
         return '{"overflow":1}'
     return '{"stdout":' + _text(output.decode("utf-8", "replace")) + "}"
+
+
+def _checked_report(report):
+    """The fork's report, {"raised": ...} or {"memory": 1}, rebuilt from its checked fields. The
+    program held the report pipe too (it ran in the fork), so it may have written anything there:
+    anything else is a broken protocol, never a phrase of the judge's ("timed out") it chose."""
+    import json
+
+    try:
+        data = json.loads(report)
+    except ValueError:
+        return '{"broke":1}'
+    if data == {"memory": 1}:
+        return '{"memory":1}'
+    if type(data) is not dict or set(data) != {"raised", "line", "errno", "own"}:
+        return '{"broke":1}'
+    name, line, code, own = data["raised"], data["line"], data["errno"], data["own"]
+    if not (name is None or (type(name) is str and name.isidentifier())) or type(own) is not bool:
+        return '{"broke":1}'
+    if not all(x is None or type(x) is int for x in (line, code)):
+        return '{"broke":1}'
+    return json.dumps({"raised": name, "line": line, "errno": code, "own": own}, separators=(",", ":"))
+
+
+def _finalize(atexit):
+    """What the interpreter does as a script ends (any way but os._exit): wait for the program's
+    non-daemon threads (`threading.Thread(target=main).start()`, the deep-recursion idiom), then
+    run its exit handlers (fast-output templates write there). The case's limit still bounds both."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:  # noqa: BLE001 - a thread module the program broke
+            pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - as the interpreter: a failing handler ends nothing
+        pass
+
+
+def _end_leftovers():
+    """SIGKILL and reap every process a case left running, whatever its session or process group
+    (a setsid() daemon that would go on computing into the next case): the candidate is its run's
+    child subreaper (`layout._start_candidate`), so each is a child of ours once its parent is gone."""
+    for _ in range(1 << 16):  # a level of a process tree a round; RLIMIT_NPROC bounds the tree
+        children = []
+        try:
+            for task in os.listdir("/proc/self/task"):
+                with open("/proc/self/task/" + task + "/children") as f:
+                    children += [int(pid) for pid in f.read().split()]
+        except (OSError, ValueError):  # no /proc here: the process group's kill is all there is
+            return
+        if not children:
+            return
+        for child in children:
+            try:
+                os.kill(child, 9)
+            except (OSError, RuntimeError):  # RuntimeError: the audit hook of a run without a PID namespace
+                return
+        for child in children:
+            try:
+                os.waitpid(child, 0)
+            except ChildProcessError:
+                pass
 
 
 def _install_audit_hook(block_network, block_processes):

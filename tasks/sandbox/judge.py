@@ -454,7 +454,9 @@ def _judge_cases(cases, call, ended, exception_name, at_line, write_record, fini
 
 def same_output(got, expected, tolerance):
     """The field's rule: the same whitespace-separated tokens; with a tolerance, two tokens that
-    both read as numbers may differ by that much (absolute, or relative to the larger)."""
+    both read as numbers may differ by that much (absolute, or relative to the larger), except two
+    integers, which must be equal (as the field's checkers compare them: a relative 1e-6 would
+    take 1000000000001 for 1000000000000)."""
     import math
 
     mine, theirs = got.split(), expected.split()
@@ -465,6 +467,10 @@ def same_output(got, expected, tolerance):
             continue
         if tolerance is None:
             return False
+        if _integer(a) and _integer(b):
+            if int(a) != int(b):
+                return False
+            continue
         try:
             x, y = float(a), float(b)
         except ValueError:
@@ -472,6 +478,12 @@ def same_output(got, expected, tolerance):
         if not math.isclose(x, y, rel_tol=tolerance, abs_tol=tolerance):
             return False
     return True
+
+
+def _integer(token):
+    """Whether a token is an integer as the field writes one (digits, an optional sign)."""
+    digits = token[1:] if token[:1] in "+-" else token
+    return digits.isdigit() and digits.isascii() and len(digits) <= 4300
 
 
 def _excerpt(text, limit=60):

@@ -106,6 +106,25 @@ def _mount_private_tmp(size_mb, uid):
 MS_RDONLY, MS_REMOUNT = 1, 32
 VIEW_ROOT = "/tmp/.view"  # a mount point inside the private tmpfs (the view's own /tmp does not show it)
 DEVICES = ("null", "zero", "full", "random", "urandom")
+HOST_COUNTERS = (
+    "loadavg",
+    "stat",
+    "meminfo",
+    "vmstat",
+    "diskstats",
+    "interrupts",
+    "softirqs",
+    "schedstat",
+    "zoneinfo",
+    "buddyinfo",
+    "pagetypeinfo",
+    "slabinfo",
+    "swaps",
+    "locks",
+    "key-users",
+)
+"""Files of /proc whose numbers are the whole machine's, not the run's PID namespace's (as lxcfs
+and container runtimes mask them); /proc/sys (file-nr, inode-nr) is masked whole."""
 
 
 def _mount_view(paths, workdir):
@@ -139,6 +158,9 @@ def _mount_view(paths, workdir):
             os.close(os.open(step[1], os.O_CREAT | os.O_WRONLY, 0o644))
         elif step[0] == "symlink":
             os.symlink(step[1], step[2])
+        elif step[0] == "empty":  # an empty, read-only directory over what is there
+            flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+            _libc_call("mount", b"tmpfs", step[1].encode(), b"tmpfs", ctypes.c_ulong(flags), b"size=4k,mode=555")
         else:
             _, source, target, flags = step
             _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
@@ -159,7 +181,7 @@ _view_plans = {}
 
 def _view_plan(paths):
     """The steps that build the view of `paths` in a fresh VIEW_ROOT: ("dir", PATH), ("file",
-    PATH), ("symlink", TARGET, PATH) or ("bind", SOURCE, TARGET, FLAGS), in order. Worked out
+    PATH), ("symlink", TARGET, PATH), ("empty", PATH) or ("bind", SOURCE, TARGET, FLAGS), in order. Worked out
     once per process from what the host has (a worker's jobs fork from it)."""
     if paths in _view_plans:
         return _view_plans[paths]
@@ -197,6 +219,11 @@ def _view_plan(paths):
     for name, target in (("fd", "fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
         steps.append(("symlink", "/proc/self/" + target, VIEW_ROOT + "/dev/" + name))
     steps.append(("bind", "/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC))
+    # the host-wide counters, which a concurrent run moves (open files, processes, memory): masked
+    steps.append(("empty", VIEW_ROOT + "/proc/sys"))
+    for name in HOST_COUNTERS:
+        if os.path.isfile("/proc/" + name):
+            steps.append(("bind", "/dev/null", VIEW_ROOT + "/proc/" + name, MS_RDONLY | MS_NOSUID | MS_NODEV))
     for directory in ("/tmp", *PRIVATE_DIRS):
         if os.path.isdir(directory) and not os.path.islink(directory):
             steps.append(("bind", directory, place(directory, True), MS_NOSUID | MS_NODEV))

@@ -87,6 +87,9 @@ def _init(job, secret_fd, fd, outer_pid, alive_fd=None):
     job) is the read end of a pipe only the outer holds open: readable (EOF) means the outer died
     before our prctl."""
     _die_with_parent(None if "pid" in job["unshare"] else outer_pid)
+    # in the memory group, the run's processes go before the outer or the worker (which may serve
+    # the next job); the candidate raises its own to 1000, the first choice
+    _oom_score_adj(500)
     if alive_fd is not None:
         if select.select([alive_fd], [], [], 0)[0]:
             os._exit(70)
@@ -123,11 +126,9 @@ def _start_candidate(job, requests_r, answers_w):
                 except OSError:
                     pass
         _apply_rlimits(job["rlimits"])
-        try:  # the OOM killer's first choice in its memory cgroup, not the judge (a user namespace may refuse)
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-        except OSError:
-            pass
+        # what a stdio case leaves running becomes ours once its parent is gone (`candidate._end_leftovers`)
+        _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _oom_score_adj(1000)  # the OOM killer's first choice in its memory cgroup, not the judge
         if job.get("view_root"):
             workdir = os.getcwd()
             os.chroot(job["view_root"])  # the minimal view (`kernel._mount_view`), the same paths inside
@@ -154,6 +155,16 @@ def _start_candidate(job, requests_r, answers_w):
         candidate_main()
     finally:
         os._exit(70)
+
+
+def _oom_score_adj(value):
+    """How readily the OOM killer picks this process (-1000..1000); only raised here (lowering it
+    needs CAP_SYS_RESOURCE, which a container may lack)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(value))
+    except OSError:
+        pass
 
 
 def _wait_and_exit(child):

@@ -32,7 +32,8 @@ class StdioCases:
     case_timeout_s: float = 2.0
     """Wall-clock limit of one case; a case past it is killed and fails."""
     float_tolerance: float | None = None
-    """None: tokens compare as text. Otherwise two numeric tokens may differ by this much."""
+    """None: tokens compare as text. Otherwise two numeric tokens may differ by this much
+    (absolutely or relatively), except two integers, which must be equal."""
     partial: bool = False
     """Reward the fraction of cases passed (every case runs) instead of 1 only if all pass."""
 

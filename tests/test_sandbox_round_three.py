@@ -1,0 +1,259 @@
+"""Round three of the red team (issue #48), through the public contract and both paths (`contained`
+checks every run is over in every sense): a stdin/stdout case's limit bounds everything it starts,
+honest programs of the field's shapes pass (and each broken variant fails), feedback never
+carries text a consumer cannot take, and the channels left between runs."""
+
+from __future__ import annotations
+
+import pytest
+import test_sandbox
+
+from tasks.base import Verdict
+from tasks.sandbox import StdioCases
+
+pool, contained = test_sandbox.pool, test_sandbox.contained  # the fixtures
+PASSED = Verdict(1.0, "all tests passed")
+
+
+def judged(contained, program: str, cases: StdioCases) -> Verdict:
+    return contained(program, cases, cases.budget_s(start_s=3.0)).verdict
+
+
+# --- 1. a case's limit bounds every process it starts ----------------------------------------------
+
+LEFTOVER = """
+import os, time
+n = int(input())
+if n == 1:  # starts the slow work outside its process group and session, and ends at once
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(0.8)  # the work no case may take this long for
+            open("done", "w").write("done")
+        os._exit(0)
+    print("ok")
+elif n == 2:
+    time.sleep(0.45)
+    print("wait")
+else:  # reads what the work left, as if it had computed it itself
+    for _ in range(45):
+        if os.path.exists("done"):
+            break
+        time.sleep(0.01)
+    print(open("done").read() if os.path.exists("done") else "missing")
+"""
+
+
+def test_work_left_running_by_a_case_does_not_reach_the_next_one(contained):
+    """Passed on main before #48: the setsid() grandchild outlived case 1 and wrote case 3's answer."""
+    cases = StdioCases(("1\n", "2\n", "3\n"), ("ok", "wait", "done"), case_timeout_s=0.5)
+    assert judged(contained, LEFTOVER, cases) == Verdict(
+        0.0, "case 3 of 3: wrong answer (input '3\\n', expected 'done')"
+    )
+
+
+def test_a_case_cannot_choose_the_judges_words_through_its_report_pipe(contained):
+    """The fork that runs a case holds its report pipe, so the program does too: what it writes
+    there is a broken protocol, not "timed out" (before #48 the judge said what it wrote)."""
+    program = (
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, b'{\"timeout\":1}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(3)\n"
+    )
+    verdict = judged(contained, program, StdioCases(("1 2\n",), ("3",)))
+    assert verdict.reward == 0.0 and "timed out" not in verdict.feedback
+
+
+# --- 2. honest stdin/stdout programs: every common shape passes, each broken variant fails ---------
+
+PYRIVAL_FAST_IO = """
+import os, sys
+from io import BytesIO, IOBase
+
+BUFSIZE = 8192
+
+
+class FastIO(IOBase):
+    newlines = 0
+
+    def __init__(self, file):
+        self._fd = file.fileno()
+        self.buffer = BytesIO()
+        self.writable = "x" in file.mode or "r" not in file.mode
+        self.write = self.buffer.write if self.writable else None
+
+    def read(self):
+        while True:
+            b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+            if not b:
+                break
+            ptr = self.buffer.tell()
+            self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+        self.newlines = 0
+        return self.buffer.read()
+
+    def readline(self):
+        while self.newlines == 0:
+            b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+            self.newlines = b.count(b"\\n") + (not b)
+            ptr = self.buffer.tell()
+            self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+        self.newlines -= 1
+        return self.buffer.readline()
+
+    def flush(self):
+        if self.writable:
+            os.write(self._fd, self.buffer.getvalue())
+            self.buffer.truncate(0), self.buffer.seek(0)
+
+
+class IOWrapper(IOBase):
+    def __init__(self, file):
+        self.buffer = FastIO(file)
+        self.flush = self.buffer.flush
+        self.writable = self.buffer.writable
+        self.write = lambda s: self.buffer.write(s.encode("ascii"))
+        self.read = lambda: self.buffer.read().decode("ascii")
+        self.readline = lambda: self.buffer.readline().decode("ascii")
+
+
+sys.stdin, sys.stdout = IOWrapper(sys.stdin), IOWrapper(sys.stdout)
+input = lambda: sys.stdin.readline().rstrip("\\r\\n")
+
+a, b = map(int, input().split())
+print(a + b)
+"""
+
+# each reads "A B" and prints A + B; its broken variant prints A - B
+HONEST_STDIO = {
+    "thread-for-deep-recursion": (
+        "import sys, threading\n"
+        "sys.setrecursionlimit(1 << 20)\n"
+        "threading.stack_size(1 << 26)\n"
+        "def depth(n):\n"
+        "    return 0 if n == 0 else 1 + depth(n - 1)\n"
+        "def main():\n"
+        "    a, b = map(int, input().split())\n"
+        "    print(a + b + depth(20000) - 20000)\n"
+        "threading.Thread(target=main).start()\n"
+    ),
+    "output-at-exit": (
+        "import atexit, io, sys\n"
+        "out = io.StringIO()\n"
+        "atexit.register(lambda: sys.__stdout__.write(out.getvalue()))\n"
+        "a, b = map(int, input().split())\n"
+        "out.write(str(a + b) + '\\n')\n"
+    ),
+    "readline-as-input": (
+        "import sys\ninput = sys.stdin.readline\na, b = map(int, input().split())\nsys.stdout.write(f'{a + b}\\n')\n"
+    ),
+    "buffer-readline": ("import sys\na, b = map(int, sys.stdin.buffer.readline().split())\nprint(a + b)\n"),
+    "whole-input-at-once": (
+        "import sys\ndata = sys.stdin.buffer.read().split()\na, b = int(data[0]), int(data[1])\nprint(a + b)\n"
+    ),
+    "os-read-bytesio": (
+        "import io, os\n"
+        "input = io.BytesIO(os.read(0, os.fstat(0).st_size)).readline\n"
+        "a, b = map(int, input().split())\n"
+        "print(a + b)\n"
+    ),
+    "join-then-write": (
+        "import sys\nanswers = []\nfor line in sys.stdin:\n    a, b = map(int, line.split())\n"
+        "    answers.append(a + b)\nsys.stdout.write('\\n'.join(map(str, answers)))\n"
+    ),
+    "print-sep-newline": ("a, b = map(int, input().split())\nprint(*[a + b], sep='\\n')\n"),
+    "main-guard": (
+        "def main():\n    a, b = map(int, input().split())\n    print(a + b)\n\nif __name__ == '__main__':\n    main()\n"
+    ),
+    "pyrival-fast-io": PYRIVAL_FAST_IO,
+}
+SUMS = StdioCases(("1 2\n", "30 4\n", "-5 5\n"), ("3", "34", "0"), case_timeout_s=2.0)
+
+
+@pytest.mark.parametrize("shape", HONEST_STDIO)
+def test_honest_stdio_programs_of_every_common_shape_pass_and_their_broken_variants_fail(contained, shape):
+    """Failed on main before #48: thread-for-deep-recursion and output-at-exit (their output lost)."""
+    program = HONEST_STDIO[shape]
+    assert judged(contained, program, SUMS) == PASSED
+    broken = program.replace("a + b", "a - b")
+    assert broken != program
+    assert judged(contained, broken, SUMS).feedback.startswith("case 1 of 3: wrong answer")
+
+
+# --- 4. feedback is text any consumer takes ----------------------------------------------------------
+
+
+def test_feedback_echoing_the_programs_value_is_valid_bounded_text_a_hindsight_block_takes(contained):
+    """Before #48 the program's lone surrogate reached the feedback and the tokenizer raised on it
+    (so would HP-RLVR's hindsight block, and the step with it)."""
+    from algorithms.hp_rlvr import HindsightTemplate, block_feedback, render_block
+    from harness.tiny import build_tokenizer
+
+    program = "def f(x):\n    return '\\ud800' + 'x' * 5000\n"
+    verdict = contained(program, "assert f(1) == 'ok', f(1)\n").verdict
+    assert verdict.reward == 0.0 and verdict.feedback.startswith("failed: assert f(1) == 'ok' (?xxx")
+    verdict.feedback.encode("utf-8")  # raises on a lone surrogate
+    tokenizer = build_tokenizer()
+    block = render_block(tokenizer, HindsightTemplate(), [5, 6], block_feedback(verdict, "full"))
+    assert "?xxx" in tokenizer.decode(block)
+
+
+def test_any_verdicts_feedback_is_made_valid_text_and_bounded():
+    from rollout.batch import FEEDBACK_LIMIT
+
+    assert Verdict(0.0, "a\ud800b\udfffc").feedback == "a?b?c"
+    assert Verdict(0.0, "€ ok").feedback == "€ ok"  # valid text as it was
+    long = Verdict(0.0, "y" * (FEEDBACK_LIMIT + 1)).feedback
+    assert len(long) == FEEDBACK_LIMIT and long.endswith("...")
+    with pytest.raises(TypeError, match="^feedback:"):
+        Verdict(0.0, None)
+
+
+# --- 5. channels between runs ----------------------------------------------------------------------
+
+HOST_WIDE = {
+    "open files (file-nr)": "open('/proc/sys/fs/file-nr').read().split()[0]",
+    "threads (loadavg)": "open('/proc/loadavg').read().split()[3].split('/')[1]",
+    "forks (stat)": "[l for l in open('/proc/stat') if l.startswith('processes')][0].split()[1]",
+    "free memory (meminfo)": "open('/proc/meminfo').readline().split()[1]",
+}
+
+
+@pytest.mark.parametrize("counter", HOST_WIDE)
+def test_the_machines_counters_that_a_concurrent_run_moves_are_not_in_view(contained, counter):
+    """Each passed on main before #48 (a concurrent run holding many files showed in file-nr)."""
+    if test_sandbox.isolation().view is None:
+        pytest.skip("no minimal view here")
+    program = f"def f():\n    return int({HOST_WIDE[counter]})\n"
+    assert contained(program, "assert f() > 0\n").verdict.reward == 0.0
+
+
+@pytest.mark.skipif(not test_sandbox.isolation().syscall_filter, reason="no system-call filter here")
+def test_whether_a_page_is_cached_cannot_be_asked_without_waiting(contained):
+    """preadv2(RWF_NOWAIT) fails on a page not in the shared page cache: one run could tell which
+    file another read. Refused by the filter (passed on main before #48)."""
+    program = (
+        "import os, sys\n"
+        "def f():\n"
+        "    fd = os.open(sys.executable, os.O_RDONLY)\n"
+        "    return os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)\n"
+    )
+    assert contained(program, "assert f() == 1\n").verdict == Verdict(
+        0.0, "PermissionError (EPERM) raised by the program (in test: assert f() == 1)"
+    )
+
+
+def test_out_of_memory_the_candidate_goes_first_then_its_judge_never_the_worker_before_them(contained, pool):
+    """The candidate 1000, the judge (pid 1 of the run) 500, the outer process or the worker that
+    serves the next job as it was (0: before #48 an idle worker and a judge were alike)."""
+    if "pid" not in test_sandbox.isolation().unshare:
+        pytest.skip("no PID namespace here: pid 1 is not the judge")
+    program = "def f(pid):\n    return int(open(f'/proc/{pid}/oom_score_adj').read())\n"
+    assert contained(program, "assert f('self') == 1000 and f(1) == 500\n").verdict == PASSED
+    for worker in pool.worker_pids():
+        with open(f"/proc/{worker}/oom_score_adj") as f:
+            assert int(f.read()) == 0
