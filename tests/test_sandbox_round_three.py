@@ -257,3 +257,102 @@ def test_out_of_memory_the_candidate_goes_first_then_its_judge_never_the_worker_
     for worker in pool.worker_pids():
         with open(f"/proc/{worker}/oom_score_adj") as f:
             assert int(f.read()) == 0
+
+
+# --- 3. honest function-call programs: the standard library's values come back as the judge's ------
+
+# name: (program, tests, a broken variant of the program); each failed on main before #48 (its
+# value was "not plain data"), except where said
+HONEST_CALLS = {
+    "counter (MBPP 88)": (
+        "import collections\ndef freq_count(list1):\n    return collections.Counter(list1)\n",
+        "assert freq_count([10, 10, 20, 40, 10]) == {10: 3, 20: 1, 40: 1}\n"
+        "assert freq_count('aab').most_common(1) == [('a', 2)]\n",
+        "import collections\ndef freq_count(list1):\n    return collections.Counter(list1[1:])\n",
+    ),
+    "defaultdict": (
+        "from collections import defaultdict\n"
+        "def group(words):\n    out = defaultdict(list)\n    for w in words:\n        out[w[0]].append(w)\n    return out\n",
+        "assert group(['ab', 'ac', 'b']) == {'a': ['ab', 'ac'], 'b': ['b']}\nassert group([])['z'] == []\n",
+        "from collections import defaultdict\n"
+        "def group(words):\n    out = defaultdict(list)\n    for w in words:\n        out[w[-1]].append(w)\n    return out\n",
+    ),
+    "ordereddict": (
+        "from collections import OrderedDict\ndef first_seen(s):\n    return OrderedDict((c, s.count(c)) for c in s)\n",
+        "assert list(first_seen('bcab').items()) == [('b', 2), ('c', 1), ('a', 1)]\n",
+        "from collections import OrderedDict\ndef first_seen(s):\n    return OrderedDict((c, s.count(c)) for c in sorted(s))\n",
+    ),
+    "namedtuple": (
+        "from collections import namedtuple\nPoint = namedtuple('Point', 'x y')\n"
+        "def mid(a, b):\n    return Point((a[0] + b[0]) / 2, (a[1] + b[1]) / 2)\n",
+        "p = mid((0, 0), (2, 4))\nassert p == (1, 2) and p.y == 2 and type(p).__name__ == 'Point'\n",
+        "from collections import namedtuple\nPoint = namedtuple('Point', 'y x')\n"
+        "def mid(a, b):\n    return Point((a[0] + b[0]) / 2, (a[1] + b[1]) / 2)\n",
+    ),
+    "fraction": (
+        "from fractions import Fraction\ndef harmonic(n):\n    return sum(Fraction(1, k) for k in range(1, n + 1))\n",
+        "from fractions import Fraction\nassert harmonic(3) == Fraction(11, 6)\nassert harmonic(3).denominator == 6\n",
+        "from fractions import Fraction\ndef harmonic(n):\n    return sum(Fraction(1, k) for k in range(1, n))\n",
+    ),
+    "decimal": (
+        "from decimal import Decimal\ndef total(prices):\n    return sum(map(Decimal, prices))\n",
+        "from decimal import Decimal\nassert total(['0.10', '0.20']) == Decimal('0.30')\n",
+        "def total(prices):\n    return sum(map(float, prices))\n",  # 0.30000000000000004: a float, not the Decimal
+    ),
+    "complex": (
+        "import cmath\ndef roots(a, b, c):\n    d = cmath.sqrt(b * b - 4 * a * c)\n"
+        "    return ((-b + d) / (2 * a), (-b - d) / (2 * a))\n",
+        "assert roots(1, 0, 4) == (2j, -2j)\n",
+        "import cmath\ndef roots(a, b, c):\n    d = cmath.sqrt(b * b - 4 * a * c)\n    return ((-b + d) / a, (-b - d) / a)\n",
+    ),
+    "generator": (
+        "def squares(n):\n    for i in range(n):\n        yield i * i\n",
+        "assert list(squares(3)) == [0, 1, 4]\ng = squares(2)\nassert next(g) == 0 and next(g) == 1\n",
+        "def squares(n):\n    for i in range(1, n + 1):\n        yield i * i\n",
+    ),
+    "map object": (
+        "def as_text(xs):\n    return map(str, xs)\n",
+        "assert list(as_text([1, 2])) == ['1', '2']\n",
+        "def as_text(xs):\n    return map(repr, map(str, xs))\n",
+    ),
+    "deque": (
+        "from collections import deque\ndef last(xs, k):\n    return deque(xs, maxlen=k)\n",
+        "from collections import deque\nd = last([1, 2, 3], 2)\nassert d == deque([2, 3]) and d.maxlen == 2\n",
+        "from collections import deque\ndef last(xs, k):\n    return deque(xs[:k], maxlen=k)\n",
+    ),
+    "range": (
+        "def evens(n):\n    return range(0, n, 2)\n",
+        "assert evens(5) == range(0, 6, 2) and list(evens(5)) == [0, 2, 4]\n",
+        "def evens(n):\n    return range(0, n + 2, 2)\n",
+    ),
+    "dict views": (
+        "def index(xs):\n    d = {x: i for i, x in enumerate(xs)}\n    return d.keys(), d.items()\n",
+        "keys, items = index('ab')\nassert keys == {'a', 'b'} and sorted(items) == [('a', 0), ('b', 1)]\n",
+        "def index(xs):\n    d = {x: i for i, x in enumerate(xs)}\n    return d.values(), d.items()\n",
+    ),
+    "bytearray": (
+        "def flipped(b):\n    return bytearray(reversed(b))\n",
+        "assert flipped(b'ab') == bytearray(b'ba')\n",
+        "def flipped(b):\n    return bytearray(b)\n",
+    ),
+    "a generator that raises (as the tests expect)": (
+        "def checked(xs):\n    for x in xs:\n        if x < 0:\n            raise ValueError(x)\n        yield x\n",
+        "try:\n    list(checked([1, -1]))\n    raised = False\nexcept ValueError:\n    raised = True\nassert raised\n",
+        "def checked(xs):\n    for x in xs:\n        yield x\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", HONEST_CALLS)
+def test_honest_function_call_programs_of_the_standard_librarys_values_pass_and_their_broken_variants_fail(
+    contained, shape
+):
+    program, tests, broken = HONEST_CALLS[shape]
+    assert contained(program, tests).verdict == PASSED
+    assert contained(broken, tests).verdict.reward == 0.0
+
+
+def test_an_endless_iterator_the_program_keeps_as_data_does_not_hold_up_its_start(contained):
+    """Module-level data is read for the tests before they run: an iterator there is left unread."""
+    program = "import itertools\nnumbers = itertools.count()\ndef f():\n    return 1\n"
+    assert contained(program, "assert f() == 1\n").verdict == PASSED

@@ -30,8 +30,12 @@ Answers (untrusted, so the judge parses them strictly, `decode`): one JSON line 
 VALUE, the canonical form: JSON null, true and false for None and booleans; ["u", HEX of UTF-8]
 for str (so no text needs escaping), ["i", DECIMAL], ["f", float.hex()], ["b", HEX] for int, float
 and bytes; ["l", [...]], ["t", [...]], ["s", [...]], ["z", [...]] (frozenset) and ["d", [[K, V]...]]
-for containers. Only exact types count (a subclass of int or str is not plain: its methods are
-the program's). NAME and MODULE are ["u", HEX] too. EXC is the name of the builtin exception
+for containers. The standard library's common values are tagged for the judge to rebuild as its
+own objects (`_standard`): ["c"] complex, ["y"] bytearray, ["r"] range, ["K"], ["V"], ["I"]
+dictionary views, ["C"] Counter, ["O"] OrderedDict, ["D", [FACTORY, PAIRS]] defaultdict, ["Q",
+[MAXLEN, ITEMS]] deque, ["q"] Fraction, ["m"] Decimal, ["n", [NAME, FIELDS, ITEMS]] a named
+tuple, ["g", ITEMS] a generator or other iterator, read to its end. Only exact types count (a
+subclass of int or str is not plain: its methods are the program's). NAME and MODULE are ["u", HEX] too. EXC is the name of the builtin exception
 class nearest the one raised (its own with "own": false; a class of the program's own is named
 by its nearest builtin base, with "own": true); LINE the innermost line of the program in the traceback;
 N an OSError's errno (the judge names it: EFBIG, ENETUNREACH).
@@ -56,12 +60,17 @@ class NotPlain(Exception):
     """A value outside the canonical form (type, depth or size)."""
 
 
+class ReadRaised(Exception):
+    """The program's code raised `args[0]` while its value was read (a generator's body)."""
+
+
 def _text(s):
     return '["u","' + s.encode("utf-8", "surrogatepass").hex() + '"]'
 
 
-def encode(value, depth=0):
-    """`value` in the canonical form, as JSON text, or NotPlain."""
+def encode(value, depth=0, iterators=True):
+    """`value` in the canonical form, as JSON text, or NotPlain. `iterators`: a generator or other
+    iterator is read to its end (its items are the value); otherwise it is not plain."""
     if depth > MAX_DEPTH:
         raise NotPlain("too deep")
     kind = type(value)
@@ -79,10 +88,90 @@ def encode(value, depth=0):
         return '["b","' + value.hex() + '"]'
     if kind is list or kind is tuple or kind is set or kind is frozenset:
         tag = "l" if kind is list else "t" if kind is tuple else "s" if kind is set else "z"
-        return '["' + tag + '",[' + ",".join([encode(item, depth + 1) for item in value]) + "]]"
+        return '["' + tag + '",' + _items(value, depth, iterators) + "]"
     if kind is dict:
-        pairs = ["[" + encode(k, depth + 1) + "," + encode(v, depth + 1) + "]" for k, v in value.items()]
-        return '["d",[' + ",".join(pairs) + "]]"
+        return '["d",' + _pairs(value, depth, iterators) + "]"
+    return _standard(value, kind, depth, iterators)
+
+
+def _items(values, depth, iterators):
+    return "[" + ",".join([encode(item, depth + 1, iterators) for item in values]) + "]"
+
+
+def _pairs(mapping, depth, iterators):
+    pairs = [
+        "[" + encode(k, depth + 1, iterators) + "," + encode(v, depth + 1, iterators) + "]" for k, v in mapping.items()
+    ]
+    return "[" + ",".join(pairs) + "]"
+
+
+FACTORIES = ("int", "float", "complex", "str", "bytes", "bool", "list", "tuple", "set", "frozenset", "dict")
+"""A defaultdict's default factories that cross (by name; the judge's own builtin): any other is None."""
+MAX_ITEMS = 1 << 20  # items read from one iterator
+ITERATORS = tuple(
+    {type(x) for x in ((i for i in ()), iter([]), iter(()), iter(range(0)), iter(""), map(int, ()), filter(None, ()))}
+    | {zip, enumerate, reversed, type(iter({})), type(iter(set()))}
+)
+VIEWS = {type({}.keys()): "K", type({}.values()): "V", type({}.items()): "I"}
+VIEWS_ITEMS = type({}.items())
+
+
+def _standard(value, kind, depth, iterators):
+    """The standard library's common values, tagged for the judge to rebuild as its own objects of
+    the same types (collections', fractions', decimal's, complex, ranges, dictionary views, named
+    tuples; iterators read to their end): their behaviour is then the judge's, not the program's.
+    A class is looked up where the program could only have got it from, its module once imported."""
+    modules = sys.modules
+    collections, itertools = modules.get("collections"), modules.get("itertools")
+    if kind is complex:
+        return '["c",["' + value.real.hex() + '","' + value.imag.hex() + '"]]'
+    if kind is bytearray:
+        return '["y","' + value.hex() + '"]'
+    if kind is range:
+        return '["r",[' + ",".join([encode(x) for x in (value.start, value.stop, value.step)]) + "]]"
+    if kind in VIEWS:
+        body = _pairs(dict(value), depth, iterators) if kind is VIEWS_ITEMS else _items(value, depth, iterators)
+        return '["' + VIEWS[kind] + '",' + body + "]"
+    if collections is not None:
+        if kind is collections.Counter:
+            return '["C",' + _pairs(value, depth, iterators) + "]"
+        if kind is collections.OrderedDict:
+            return '["O",' + _pairs(value, depth, iterators) + "]"
+        if kind is collections.defaultdict:
+            factory = value.default_factory
+            name = factory.__name__ if factory in [getattr(modules["builtins"], n) for n in FACTORIES] else None
+            return '["D",[' + (_text(name) if name else "null") + "," + _pairs(value, depth, iterators) + "]]"
+        if kind is collections.deque:
+            maxlen = "null" if value.maxlen is None else encode(value.maxlen)
+            return '["Q",[' + maxlen + "," + _items(value, depth, iterators) + "]]"
+    fractions, decimal = modules.get("fractions"), modules.get("decimal")
+    if fractions is not None and kind is fractions.Fraction:
+        return '["q",[' + encode(value.numerator) + "," + encode(value.denominator) + "]]"
+    if decimal is not None and kind is decimal.Decimal:
+        return '["m",' + _text(str(value)) + "]"
+    fields = getattr(kind, "_fields", None)
+    if kind.__bases__ == (tuple,) and type(fields) is tuple and all(type(f) is str for f in fields):
+        return (
+            '["n",['
+            + _text(kind.__name__)
+            + ",["
+            + ",".join(map(_text, fields))
+            + "],"
+            + _items(value, depth, iterators)
+            + "]]"
+        )
+    if iterators and (kind in ITERATORS or (itertools is not None and kind.__module__ == "itertools")):
+        items = []
+        try:
+            for item in value:
+                if len(items) == MAX_ITEMS:
+                    raise NotPlain("an iterator past MAX_ITEMS")
+                items.append(item)
+        except NotPlain:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the program's own code raised: its answer
+            raise ReadRaised(exc) from None
+        return '["g",' + _items(items, depth, iterators) + "]"
     raise NotPlain(kind.__name__)
 
 
@@ -161,7 +250,7 @@ def main():
         try:
             moved = [f"[{i},{encode(a)}]" for i, a in enumerate(args) if type(a) in mutable]
             moved_kw = [f"[{_text(k)},{encode(v)}]" for k, v in kwargs.items() if type(v) in mutable]
-        except (NotPlain, RecursionError, MemoryError, ValueError):
+        except BaseException:  # noqa: BLE001 - not plain data, or the program's code raised reading it
             return '{"nonplain":1}'  # the program put something that is not plain data into one
         if not moved and not moved_kw:
             return text
@@ -171,16 +260,21 @@ def main():
         """The answer for `run()`: its value, or how it ended."""
         try:
             value = run()
-        except SystemExit:
-            return '{"exit":1}'
-        except MemoryError:
-            return '{"memory":1}'
         except BaseException as exc:  # noqa: BLE001 - whatever the program raised is its answer
-            return raised(exc)
+            return ended_by(exc)
         try:
             return '{"value":' + encode(value) + "}"
+        except ReadRaised as exc:  # while its value was read (a generator's body)
+            return ended_by(exc.args[0])
         except (NotPlain, RecursionError, MemoryError, ValueError):  # ValueError: int too long for str()
             return '{"nonplain":1}'
+
+    def ended_by(exc):
+        if isinstance(exc, SystemExit):
+            return '{"exit":1}'
+        if isinstance(exc, MemoryError):
+            return '{"memory":1}'
+        return raised(exc)
 
     request = receive()
     if type(request) is not tuple or len(request) != 4 or request[0] not in ("program", "script"):
@@ -221,9 +315,9 @@ def main():
         elif callable(value):
             names.append("[" + _text(name) + ',"function"]')
         else:
-            try:
-                names.append("[" + _text(name) + ',"data",' + encode(value) + "]")
-            except (NotPlain, RecursionError, MemoryError, ValueError):
+            try:  # an iterator is not read here: the tests may never use it (or it may not end)
+                names.append("[" + _text(name) + ',"data",' + encode(value, iterators=False) + "]")
+            except BaseException:  # noqa: BLE001 - not plain, or the program's code raised reading it
                 pass
     answer('{"ready":[' + ",".join(names) + "]}")
     while True:

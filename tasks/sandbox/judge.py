@@ -535,15 +535,96 @@ def _decode(data, depth=0):
             items = [_decode(item, depth + 1) for item in body]
             return {"l": list, "t": tuple, "s": set, "z": frozenset}[tag](items)
         if tag == "d" and type(body) is list:
-            out = {}
-            for pair in body:
-                if type(pair) is not list or len(pair) != 2:
-                    raise NotPlain("malformed")
-                out[_decode(pair[0], depth + 1)] = _decode(pair[1], depth + 1)
-            return out
-    except (TypeError, ValueError, OverflowError, UnicodeError) as exc:  # unhashable keys, bad hex
+            return _decode_pairs(body, depth)
+        if tag in STANDARD:
+            return _decode_standard(tag, body, depth)
+    except (TypeError, ValueError, OverflowError, UnicodeError, ArithmeticError) as exc:  # unhashable keys, bad hex
         raise NotPlain("malformed") from exc
     raise NotPlain("malformed")
+
+
+def _decode_pairs(body, depth):
+    if type(body) is not list:
+        raise NotPlain("malformed")
+    out = {}
+    for pair in body:
+        if type(pair) is not list or len(pair) != 2:
+            raise NotPlain("malformed")
+        out[_decode(pair[0], depth + 1)] = _decode(pair[1], depth + 1)
+    return out
+
+
+def _decode_items(body, depth):
+    if type(body) is not list:
+        raise NotPlain("malformed")
+    return [_decode(item, depth + 1) for item in body]
+
+
+STANDARD = frozenset("c y r K V I C O D Q q m n g".split())
+"""Tags of the standard library's values (`candidate._standard`), rebuilt here as the judge's own."""
+FACTORIES = ("int", "float", "complex", "str", "bytes", "bool", "list", "tuple", "set", "frozenset", "dict")
+_named_tuples = {}  # (name, fields) -> the judge's class: one a shape, so two values' types compare equal
+
+
+def _decode_standard(tag, body, depth):
+    """A standard-library value from its tagged form: an object of the judge's own classes."""
+    import builtins
+    import collections
+
+    if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is str for x in body):
+        return complex(float.fromhex(body[0]), float.fromhex(body[1]))
+    if tag == "y" and type(body) is str:
+        return bytearray.fromhex(body)
+    if tag == "r" and type(body) is list and len(body) == 3:
+        return range(*[_integer_value(x, depth) for x in body])
+    if tag == "K":
+        return dict.fromkeys(_decode_items(body, depth)).keys()
+    if tag == "V":
+        return dict(enumerate(_decode_items(body, depth))).values()
+    if tag == "I":
+        return _decode_pairs(body, depth).items()
+    if tag == "C":
+        return collections.Counter(_decode_pairs(body, depth))
+    if tag == "O":
+        return collections.OrderedDict(_decode_pairs(body, depth))
+    if tag == "D" and type(body) is list and len(body) == 2:
+        name = None if body[0] is None else _decode(body[0], depth + 1)
+        if name is not None and name not in FACTORIES:
+            raise NotPlain("malformed")
+        return collections.defaultdict(getattr(builtins, name) if name else None, _decode_pairs(body[1], depth))
+    if tag == "Q" and type(body) is list and len(body) == 2:
+        maxlen = None if body[0] is None else _integer_value(body[0], depth)
+        return collections.deque(_decode_items(body[1], depth), maxlen)
+    if tag == "q" and type(body) is list and len(body) == 2:
+        import fractions
+
+        return fractions.Fraction(_integer_value(body[0], depth), _integer_value(body[1], depth))
+    if tag == "m":
+        import decimal
+
+        text = _decode(body, depth + 1)
+        if type(text) is not str or len(text) > 4300:
+            raise NotPlain("malformed")
+        return decimal.Decimal(text)
+    if tag == "n" and type(body) is list and len(body) == 3:
+        name, fields = _decode(body[0], depth + 1), _decode_items(body[1], depth)
+        items = _decode_items(body[2], depth)
+        shape = (name, tuple(fields))
+        if shape not in _named_tuples:
+            if len(_named_tuples) > 256:
+                raise NotPlain("too many kinds of named tuple")
+            _named_tuples[shape] = collections.namedtuple(name, fields)  # checks the names itself
+        return _named_tuples[shape](*items)
+    if tag == "g":
+        return iter(_decode_items(body, depth))
+    raise NotPlain("malformed")
+
+
+def _integer_value(data, depth):
+    value = _decode(data, depth + 1)
+    if type(value) is not int:
+        raise NotPlain("malformed")
+    return value
 
 
 def _read_answer(fd, pending, limit):
