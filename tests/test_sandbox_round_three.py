@@ -356,3 +356,164 @@ def test_an_endless_iterator_the_program_keeps_as_data_does_not_hold_up_its_star
     """Module-level data is read for the tests before they run: an iterator there is left unread."""
     program = "import itertools\nnumbers = itertools.count()\ndef f():\n    return 1\n"
     assert contained(program, "assert f() == 1\n").verdict == PASSED
+
+
+# --- 3. the program's own classes, and the tests' callables, across the boundary -------------------
+
+LINKED_LIST = """
+class ListNode:
+    def __init__(self, val=0, next=None):
+        self.val, self.next = val, next
+
+class Solution:
+    def reverseList(self, head):
+        previous = None
+        while head:
+            head.next, previous, head = previous, head, head.next
+        return previous
+"""
+LINKED_LIST_TESTS = """
+def build(values):
+    head = None
+    for value in reversed(values):
+        head = ListNode(value, head)
+    return head
+
+def values(node):
+    out = []
+    while node:
+        out.append(node.val)
+        node = node.next
+    return out
+
+assert values(Solution().reverseList(build([1, 2, 3]))) == [3, 2, 1]
+assert Solution().reverseList(None) is None
+"""
+VECTOR = """
+class Vector:
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def __add__(self, other):
+        return Vector(self.x + other.x, self.y + other.y)
+    def __eq__(self, other):
+        return isinstance(other, Vector) and (self.x, self.y) == (other.x, other.y)
+    def __hash__(self):
+        return hash((self.x, self.y))
+    def __lt__(self, other):
+        return (self.x, self.y) < (other.x, other.y)
+    def __len__(self):
+        return 2
+    def __iter__(self):
+        return iter((self.x, self.y))
+    def __repr__(self):
+        return f"Vector({self.x}, {self.y})"
+"""
+VECTOR_TESTS = """
+a, b = Vector(1, 2), Vector(3, 4)
+assert a + b == Vector(4, 6) and (a + b).x == 4 and list(a + b) == [4, 6] and len(a) == 2
+assert sorted([b, a]) == [a, b] and len({Vector(1, 2), Vector(1, 2)}) == 1 and repr(a) == "Vector(1, 2)"
+a.x = 7
+assert a.x == 7 and a != b
+"""
+
+# name: (program, tests, a broken variant); each failed on main before #48 (a value not plain data,
+# or an argument the judge could not send)
+HONEST_OBJECTS = {
+    "the tests build the program's objects (MBPP 601)": (
+        "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "def max_chain_length(arr, n):\n    count, end = 0, float('-inf')\n"
+        "    for p in sorted(arr, key=lambda p: p.b):\n        if p.a > end:\n            count, end = count + 1, p.b\n"
+        "    return count\n",
+        "assert max_chain_length([Pair(5, 24), Pair(15, 25), Pair(27, 40), Pair(50, 60)], 4) == 3\n"
+        "assert max_chain_length([Pair(1, 2), Pair(3, 4), Pair(5, 6), Pair(7, 8)], 4) == 4\n",
+        "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n"
+        "def max_chain_length(arr, n):\n    return n - 1\n",
+    ),
+    "a LeetCode-style Solution()": (
+        "class Solution:\n    def twoSum(self, nums, target):\n        seen = {}\n"
+        "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
+        "                return [seen[target - x], i]\n            seen[x] = i\n",
+        "assert Solution().twoSum([2, 7, 11, 15], 9) == [0, 1]\nassert Solution().twoSum([3, 2, 4], 6) == [1, 2]\n",
+        "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n",
+    ),
+    "a linked list the tests build and read": (
+        LINKED_LIST,
+        LINKED_LIST_TESTS,
+        LINKED_LIST.replace("head.next, previous, head = previous, head, head.next", "head = head.next").replace(
+            "return previous", "return ListNode(0)"
+        ),
+    ),
+    "a class with operators": (VECTOR, VECTOR_TESTS, VECTOR.replace("self.y + other.y", "self.y - other.y")),
+    "a lambda passed in": (
+        "def apply(f, xs):\n    return [f(x) for x in xs]\n",
+        "assert apply(lambda x: x * 2, [1, 2]) == [2, 4]\n",
+        "def apply(f, xs):\n    return [f(f(x)) for x in xs]\n",
+    ),
+    "a builtin passed in, by keyword": (
+        "def sort_by(xs, key):\n    return sorted(xs, key=key)\n",
+        "assert sort_by(['ccc', 'a', 'bb'], key=len) == ['a', 'bb', 'ccc']\nassert sort_by([-3, 1], key=abs) == [1, -3]\n",
+        "def sort_by(xs, key):\n    return sorted(xs)\n",
+    ),
+    "the tests' callable raises, and the program handles it": (
+        "def safe(f, xs):\n    out = []\n    for x in xs:\n        try:\n            out.append(f(x))\n"
+        "        except ZeroDivisionError:\n            out.append(None)\n    return out\n",
+        "assert safe(lambda x: 1 // x, [1, 0, 2]) == [1, None, 0]\n",
+        "def safe(f, xs):\n    return [f(x) for x in xs if x]\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", HONEST_OBJECTS)
+def test_honest_programs_with_their_own_classes_or_the_tests_callables_pass_and_their_broken_variants_fail(
+    contained, shape
+):
+    program, tests, broken = HONEST_OBJECTS[shape]
+    assert contained(program, tests).verdict == PASSED
+    assert contained(broken, tests).verdict.reward == 0.0
+
+
+LIAR = """
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+class Anything:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    def __lt__(self, other):
+        return True
+    __le__ = __gt__ = __ge__ = __lt__
+    def __sub__(self, other):
+        return 0
+    __rsub__ = __add__ = __radd__ = __sub__
+    def __hash__(self):
+        return 0
+
+def f(pair):
+    return Anything()
+"""
+
+
+@pytest.mark.parametrize(
+    "tests",
+    [
+        "assert f(Pair(1, 2)) == 5\n",
+        "assert 5 == f(Pair(1, 2))\n",
+        "assert f(Pair(1, 2)) in [5, 6]\n",
+        "assert abs(f(Pair(1, 2)) - 0.5) < 1e-6\n",
+        "assert not f(Pair(1, 2)) != 5\n",
+        "assert f(Pair(1, 2)) <= 3 and f(Pair(1, 2)) >= 3\n",
+    ],
+)
+def test_an_object_of_the_programs_never_decides_a_comparison_with_a_value_of_the_tests(contained, tests):
+    """Once the tests use the program's classes its objects come back as stand-ins, but one that
+    says it equals anything (or that its difference from anything is 0) still passes nothing."""
+    assert contained(LIAR, tests).verdict.reward == 0.0
+
+
+def test_the_program_gets_a_stand_in_for_the_tests_callable_not_the_callable(contained):
+    program = "def look(fn):\n    return (fn.__name__, fn.__code__.co_consts[:1], fn.__defaults__)\n"
+    tests = "secret = 'TOKEN'\nname, consts, defaults = look(lambda x=secret: 'TOKEN')\nassert 'TOKEN' in repr((name, consts, defaults))\n"
+    assert contained(program, tests).verdict.reward == 0.0

@@ -172,7 +172,71 @@ def _standard(value, kind, depth, iterators):
         except BaseException as exc:  # noqa: BLE001 - the program's own code raised: its answer
             raise ReadRaised(exc) from None
         return '["g",' + _items(items, depth, iterators) + "]"
+    if Held.on:
+        return Held.handle(value, kind)
     raise NotPlain(kind.__name__)
+
+
+HANDLE, CALLBACK = "\0h", "\0f"
+"""Markers in a request's arguments (a tuple (MARKER, N)): the held object N, the tests' callable N."""
+
+
+class Held:
+    """The program's objects the judge holds handles to, ["h", [ID, TYPE NAME]]: handles are given
+    only once the tests have called one of the program's classes (`on`, set by each request);
+    before that a value that is not plain is refused, as it always was."""
+
+    on = False
+    objects = {}
+
+    @classmethod
+    def handle(cls, value, kind):
+        number = len(cls.objects)
+        cls.objects[number] = value
+        name = kind.__name__ if type(kind.__name__) is str else "object"
+        return '["h",[' + str(number) + "," + _text(name) + "]]"
+
+
+ARITHMETIC = frozenset(
+    "add sub mul truediv floordiv mod pow matmul and_ or_ xor lshift rshift neg pos invert abs".split()
+)
+"""Operators whose result on a held object is held too, never a value of the judge's: otherwise
+an object whose `__sub__` answers 0 would pass `abs(f(x) - expected) < 1e-6` for any expected."""
+
+
+class Kept:
+    """A value to answer as a held object even where it is plain (an ARITHMETIC result)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _unmarked(value, callback):
+    """A request's value with its markers replaced: held objects by themselves, the tests'
+    callables by `callback(N)` (a function that calls back into the judge)."""
+    kind = type(value)
+    if kind is tuple and len(value) == 2 and value[0] in (HANDLE, CALLBACK) and type(value[1]) is int:
+        return Held.objects[value[1]] if value[0] == HANDLE else callback(value[1])
+    if kind in (list, tuple, set, frozenset):
+        return kind([_unmarked(item, callback) for item in value])
+    if kind is dict:
+        return {_unmarked(k, callback): _unmarked(v, callback) for k, v in value.items()}
+    return value
+
+
+def _operations():
+    """What `("op", NAME, ARGS)` applies: Python's own protocol for each operator (reflected
+    operands, identity fallbacks), as the tests' expression would in one interpreter."""
+    import operator
+
+    names = "eq ne lt le gt ge add sub mul truediv floordiv mod pow matmul and_ or_ xor lshift rshift"
+    names += " neg pos invert contains getitem setitem delitem index"
+    table = {name: getattr(operator, name) for name in names.split()}
+    table.update(abs=abs, len=len, truth=bool, iter=iter, next=next, str=str, repr=repr, hash=hash, int=int)
+    table.update(float=float)
+    return table
 
 
 # --- the candidate process ------------------------------------------------------------------------
@@ -263,6 +327,8 @@ def main():
         except BaseException as exc:  # noqa: BLE001 - whatever the program raised is its answer
             return ended_by(exc)
         try:
+            if type(value) is Kept:
+                return '{"value":' + Held.handle(value.value, type(value.value)) + "}"
             return '{"value":' + encode(value) + "}"
         except ReadRaised as exc:  # while its value was read (a generator's body)
             return ended_by(exc.args[0])
@@ -313,23 +379,74 @@ def main():
         if isinstance(value, module_type) and type(getattr(value, "__name__", None)) is str:
             names.append("[" + _text(name) + ',"module",' + _text(value.__name__) + "]")
         elif callable(value):
-            names.append("[" + _text(name) + ',"function"]')
+            names.append("[" + _text(name) + (',"class"]' if isinstance(value, type) else ',"function"]'))
         else:
             try:  # an iterator is not read here: the tests may never use it (or it may not end)
                 names.append("[" + _text(name) + ',"data",' + encode(value, iterators=False) + "]")
             except BaseException:  # noqa: BLE001 - not plain, or the program's code raised reading it
                 pass
     answer('{"ready":[' + ",".join(names) + "]}")
+    operations = _operations()
+    exception_names = {c.__name__ for c in exceptions}
+
+    def callback(number):
+        """A stand-in for the tests' callable `number`: it sends its arguments to the judge, which
+        calls it, and answers the judge's own requests until the judge replies."""
+
+        def call_the_tests(*args, **kwargs):
+            try:
+                named = ",".join(["[" + _text(k) + "," + encode(v) + "]" for k, v in kwargs.items()])
+                text = '{"callback":' + str(number) + ',"args":' + _items(args, 0, True) + ',"kwargs":[' + named + "]}"
+            except (NotPlain, RecursionError, ValueError):
+                raise TypeError("an argument to the tests' function is not plain data") from None
+            answer(text)
+            while True:
+                request = receive()
+                if request is None:
+                    leave(0)
+                if type(request) is tuple and len(request) == 3 and request[0] == "return":
+                    return _unmarked(request[1], callback) if request[2] & 1 else request[1]
+                if type(request) is tuple and len(request) == 3 and request[0] == "raise":
+                    name = request[1] if request[1] in exception_names else "Exception"
+                    raise getattr(builtins, name)("raised by the tests' function")
+                answer(handled(request))
+
+        return call_the_tests
+
+    def handled(request):
+        """The answer to one of the judge's requests (the module docstring lists them)."""
+        try:
+            kind, flags = request[0], request[-1]
+            Held.on = bool(flags & 2)
+            parts = _unmarked(request[1:-1], callback) if flags & 1 else request[1:-1]
+            if kind == "call":
+                name, args, kwargs = parts
+                return called(namespace[name], args, kwargs)
+            if kind == "callobj":
+                number, args, kwargs = parts
+                return called(Held.objects[number], args, kwargs)
+            if kind == "get":
+                number, attribute = parts
+                return outcome(lambda: getattr(Held.objects[number], attribute))
+            if kind == "set":
+                number, attribute, value = parts
+                return outcome(lambda: setattr(Held.objects[number], attribute, value))
+            if kind == "op":
+                name, args = parts
+                if name in ARITHMETIC:  # its result stays a held object, whatever it is (see ARITHMETIC)
+                    return outcome(lambda: Kept(operations[name](*args)))
+                return outcome(lambda: operations[name](*args))
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+        exit_(70)
+
     while True:
         request = receive()
         if request is None:
             leave(0)  # the judge is done
-        try:
-            _, name, args, kwargs = request
-            function = namespace[name]
-        except (KeyError, TypeError, ValueError):
+        if type(request) is not tuple or len(request) < 3:
             exit_(70)
-        answer(called(function, args, kwargs))
+        answer(handled(request))
 
 
 def _scratch_file():

@@ -13,6 +13,7 @@ import os
 import select
 import signal
 
+from .candidate import CALLBACK, HANDLE
 from .kernel import (
     PR_SET_DUMPABLE,
     _apply_rlimits,
@@ -320,51 +321,143 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
         write_record(phase="tests")
         _judge_cases(cases, call, ended, exception_name, at_line, write_record, finish)
 
-    def proxy_for(name):
-        def proxy(*args, **kwargs):
+    callbacks = []  # the tests' callables the program was given, by number
+    objects_on = []  # not empty once the tests have called one of the program's classes
+
+    def marked(value):
+        """`value` with each Remote as (HANDLE, ID) and each other callable as (CALLBACK, N)."""
+        kind = type(value)
+        if kind is Remote:
+            return (HANDLE, object.__getattribute__(value, "_remote_id"))
+        if kind in (list, tuple, set, frozenset):
+            return kind([marked(item) for item in value])
+        if kind is dict:
+            return {marked(k): marked(v) for k, v in value.items()}
+        if callable(value):
+            callbacks.append(value)
+            return (CALLBACK, len(callbacks) - 1)
+        return value
+
+    def message(kind, *parts):
+        """A request with its flags (1: markers in it, 2: handles may come back), marshalled."""
+        on = 2 if objects_on else 0
+        try:
+            return marshal.dumps((kind, *parts, on))
+        except ValueError:  # a Remote or a callable in it (anything else marshal cannot carry: not plain)
             try:
-                answer = call(("call", name, args, kwargs))
-            except NotPlain:
-                error = TypeError(f"an argument to {name} is not plain data")
-                error.judge_says = str(error)
-                raise error from None
+                return marshal.dumps((kind, *marked(parts), on | 1))
+            except ValueError as exc:
+                raise NotPlain("argument") from exc
+
+    def answered(body):
+        """Send a request and read its answer, serving the program's calls of the tests' callables
+        meanwhile; the answer (parsed, not yet checked), or None once the candidate is gone."""
+        if gone or not send(body):
+            return None
+        while True:
+            try:
+                line = _read_answer(answers_r, pending, ANSWER_LIMIT)
+            except NotPlain:  # past the size bound
+                return {"malformed": 1}
+            if line is None:
+                return None
+            answer = _parse_answer(line)
             if answer is None:
-                raise CandidateGone(f"the program's process ended during the tests ({ended()})")
-            for given, moved in ((args, answer.get("args")), (kwargs, answer.get("kwargs"))):
-                for entry in moved if type(moved) is list else []:
-                    try:
-                        key, value = entry
-                        key = _decode(key) if given is kwargs else key
-                        if (type(key) is int and 0 <= key < len(given)) or (type(key) is str and key in given):
-                            _put_back(given[key], _decode(value))
-                    except (NotPlain, RecursionError, TypeError, ValueError):
-                        raise CandidateGone("the program's process broke the protocol") from None
-            if "value" in answer:
+                return {"malformed": 1}
+            if "callback" not in answer:
+                return answer
+            if not send(run_callback(answer)):
+                return None
+
+    def run_callback(answer):
+        """The reply to the program's call of one of the tests' callables: called here, in the
+        tests' process, with the program's arguments as the judge's own values."""
+        try:
+            number, args, named = answer["callback"], answer["args"], answer["kwargs"]
+            function = callbacks[number] if type(number) is int and number >= 0 else None
+            args = [_decode(a) for a in args]
+            kwargs = {}
+            for key, value in named:
+                key = _decode(key)
+                if type(key) is not str:
+                    raise NotPlain("malformed")
+                kwargs[key] = _decode(value)
+        except (NotPlain, RecursionError, IndexError, KeyError, TypeError, ValueError):
+            raise CandidateGone("the program's process broke the protocol") from None
+        if function is None:
+            raise CandidateGone("the program's process broke the protocol")
+        try:
+            result = function(*args, **kwargs)
+        except CandidateGone:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the tests' callable raised: the program sees its class
+            base = next((c for c in type(exc).__mro__ if getattr(builtins, c.__name__, None) is c), Exception)
+            return marshal.dumps(("raise", base.__name__, 0))
+        try:
+            return message("return", result)
+        except NotPlain:
+            return marshal.dumps(("raise", "TypeError", 0))
+
+    def result_of(answer, label, args=(), kwargs=None, stop=False):
+        """The value the program answered with, or raise what it raised (`stop`: a StopIteration
+        ends the tests' iteration, for next(); elsewhere it is a RuntimeError, PEP 479)."""
+        if answer is None:
+            raise CandidateGone(f"the program's process ended during the tests ({ended()})")
+        for given, moved in ((args, answer.get("args")), (kwargs or {}, answer.get("kwargs"))):
+            for entry in moved if type(moved) is list else []:
                 try:
-                    return _decode(answer["value"])
-                except (NotPlain, RecursionError):
+                    key, value = entry
+                    key = _decode(key) if given is kwargs else key
+                    if (type(key) is int and 0 <= key < len(given)) or (type(key) is str and key in given):
+                        _put_back(given[key], _decode(value))
+                except (NotPlain, RecursionError, TypeError, ValueError):
                     raise CandidateGone("the program's process broke the protocol") from None
-            if "nonplain" in answer:
-                error = TypeError(f"{name} returned a value that is not plain data")
-                error.judge_says = str(error)
-            elif "raised" in answer:
-                cls = exception_class(answer) or Exception
-                if cls in (StopIteration, StopAsyncIteration):
-                    cls = RuntimeError  # PEP 479: it must not end the tests' own iteration
-                try:
-                    error = cls("raised by the program")
-                except Exception:  # noqa: BLE001 - a class that needs other arguments (UnicodeError's)
-                    error = Exception("raised by the program")
-                error.from_program = exception_name(answer) or ""
-            elif "exit" in answer:
-                gone.append("sys.exit")
-                raise CandidateGone("exited during the tests (sys.exit) before they completed")
-            elif "memory" in answer:
-                gone.append("memory limit exceeded")
-                raise CandidateGone("memory limit exceeded")
-            else:
-                raise CandidateGone("the program's process broke the protocol")
-            raise error
+        if "value" in answer:
+            try:
+                return _decode(answer["value"])
+            except (NotPlain, RecursionError):
+                raise CandidateGone("the program's process broke the protocol") from None
+        if "nonplain" in answer:
+            error = TypeError(f"{label} returned a value that is not plain data")
+            error.judge_says = str(error)
+        elif "raised" in answer:
+            cls = exception_class(answer) or Exception
+            if cls in (StopIteration, StopAsyncIteration) and not stop:
+                cls = RuntimeError  # PEP 479: it must not end the tests' own iteration
+            try:
+                error = cls("raised by the program")
+            except Exception:  # noqa: BLE001 - a class that needs other arguments (UnicodeError's)
+                error = Exception("raised by the program")
+            error.from_program = exception_name(answer) or ""
+        elif "exit" in answer:
+            gone.append("sys.exit")
+            raise CandidateGone("exited during the tests (sys.exit) before they completed")
+        elif "memory" in answer:
+            gone.append("memory limit exceeded")
+            raise CandidateGone("memory limit exceeded")
+        else:
+            raise CandidateGone("the program's process broke the protocol")
+        raise error
+
+    def ask(kind, *parts, label, args=(), kwargs=None, stop=False):
+        """Send one request about the program's names or objects; its value, or raise."""
+        try:
+            body = message(kind, *parts)
+        except NotPlain:
+            error = TypeError(f"an argument to {label} is not plain data")
+            error.judge_says = str(error)
+            raise error from None
+        return result_of(answered(body), label, args, kwargs, stop)
+
+    def remote(number, kind_name):
+        return Remote(number, kind_name, ask)
+
+    def proxy_for(name, is_class=False):
+        def proxy(*args, **kwargs):
+            if is_class and not objects_on:
+                objects_on.append(True)  # the tests use the program's classes: its objects may come back
+                _handles.append(remote)
+            return ask("call", name, args, kwargs, label=name, args=args, kwargs=kwargs)
 
         proxy.__name__ = proxy.__qualname__ = name
         return proxy
@@ -383,8 +476,8 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
                 continue
             if stubs is not None and name in namespace:
                 continue  # the prompt's own helper
-            if kind == "function":
-                namespace[name] = proxy_for(name)
+            if kind in ("function", "class"):
+                namespace[name] = proxy_for(name, kind == "class")
             elif kind == "module" and _decode(entry[2]) in SAFE_MODULES:
                 namespace[name] = __import__(_decode(entry[2]))  # a top-level module: SAFE_MODULES
             elif kind == "data":
@@ -492,6 +585,81 @@ def _excerpt(text, limit=60):
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
+class Remote:
+    """The judge's stand-in for one of the program's objects, which stays in the candidate: the
+    tests' attribute reads and writes, calls and operators on it are requests there, answered with
+    the judge's own values (or further stand-ins). Only given once the tests have called one of
+    the program's classes (`Pair(5, 24)`, `Solution()`): the tests then take its behaviour as the
+    program defines it, as they would in one interpreter. Compared with anything but another
+    stand-in it is unequal, unordered, so a program's object never decides a comparison with a
+    value of the judge's (the always-equal object)."""
+
+    __slots__ = ("_remote_id", "_remote_kind", "_remote_ask")
+
+    def __init__(self, number, kind, ask):
+        object.__setattr__(self, "_remote_id", number)
+        object.__setattr__(self, "_remote_kind", kind if type(kind) is str else "object")
+        object.__setattr__(self, "_remote_ask", ask)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)  # the interpreter's own look-ups (copy, pickle): none of the program's
+        label = f"{self._remote_kind}.{name}"
+        return self._remote_ask("get", self._remote_id, name, label=label)
+
+    def __setattr__(self, name, value):
+        self._remote_ask("set", self._remote_id, name, value, label=f"{self._remote_kind}.{name}")
+
+    def __call__(self, *args, **kwargs):
+        label = self._remote_kind
+        return self._remote_ask("callobj", self._remote_id, args, kwargs, label=label, args=args, kwargs=kwargs)
+
+    def __iter__(self):
+        return _operation("iter", self)
+
+    def __next__(self):
+        return _operation("next", self, stop=True)
+
+
+def _operation(name, *operands, stop=False):
+    """Python's operator `name` applied to `operands` in the candidate (one of them a Remote)."""
+    first = next(o for o in operands if type(o) is Remote)
+    label = f"{first._remote_kind} ({name})"
+    return first._remote_ask("op", name, operands, label=label, stop=stop)
+
+
+def _add_operators():
+    def comparison(name):
+        def compare(self, other):
+            return _operation(name, self, other) if type(other) is Remote else NotImplemented
+
+        return compare
+
+    def forward(name):
+        return lambda self, *rest: _operation(name, self, *rest)
+
+    def reflected(name):
+        return lambda self, other: _operation(name, other, self)
+
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        setattr(Remote, f"__{name}__", comparison(name))
+    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "lshift", "rshift"):
+        setattr(Remote, f"__{name}__", forward(name))
+        setattr(Remote, f"__r{name}__", reflected(name))
+    for name in ("and", "or", "xor"):
+        setattr(Remote, f"__{name}__", forward(name + "_"))
+        setattr(Remote, f"__r{name}__", reflected(name + "_"))
+    for name in ("neg", "pos", "invert", "abs", "len", "hash", "int", "float", "index", "str", "repr"):
+        setattr(Remote, f"__{name}__", forward(name))
+    for name in ("contains", "getitem", "setitem", "delitem"):
+        setattr(Remote, f"__{name}__", forward(name))
+    Remote.__bool__ = forward("truth")
+
+
+_add_operators()
+_handles = []  # [a Remote's maker] once the run's tests have called one of the program's classes
+
+
 ANSWER_LIMIT = 16 << 20  # bytes of one answer from the candidate
 CANDIDATE_EXIT_S = 1.0  # after the verdict, how long the candidate may take to flush its output and exit
 MAX_DEPTH = 64  # nesting of one value
@@ -538,6 +706,8 @@ def _decode(data, depth=0):
             return _decode_pairs(body, depth)
         if tag in STANDARD:
             return _decode_standard(tag, body, depth)
+        if tag == "h" and _handles and type(body) is list and len(body) == 2 and type(body[0]) is int:
+            return _handles[0](body[0], _decode(body[1], depth + 1))
     except (TypeError, ValueError, OverflowError, UnicodeError, ArithmeticError) as exc:  # unhashable keys, bad hex
         raise NotPlain("malformed") from exc
     raise NotPlain("malformed")
