@@ -4,7 +4,9 @@
 run in a trusted judge process; the program runs in a fresh, confined interpreter of its own (the
 candidate: namespaces, a private uid, rlimits, a memory cgroup, a system-call filter, a scrubbed
 environment, a minimal view of the filesystem, capped output, a wall-clock kill), and the tests
-call its functions across the process boundary and get plain data back. `run_programs` verifies a
+call its functions across the process boundary and get data back (plain values, or the
+standard library's rebuilt by the judge; objects of the program's classes the tests use stay in
+the candidate behind stand-ins). `run_programs` verifies a
 batch through long-lived confined workers. What each mechanism does, what the kernel must allow,
 and the residual risks: docs/sandbox.md.
 

@@ -10,7 +10,14 @@ can reach the judgement.
 Requests (from the judge, trusted): marshal, each prefixed by its length (4 bytes, big-endian):
 
     ("program", TEXT, BLOCK_NETWORK, BLOCK_PROCESSES)      then, once it is ready:
-    ("call", NAME, ARGS, KWARGS)                           plain values, as the tests hold them
+    ("call", NAME, ARGS, KWARGS, FLAGS)                    plain values, as the tests hold them
+    ("callobj", ID, ARGS, KWARGS, FLAGS)                   call a held object (`Held`)
+    ("get", ID, ATTRIBUTE, FLAGS) | ("set", ID, ATTRIBUTE, VALUE, FLAGS)
+    ("op", OPERATOR, OPERANDS, FLAGS)                      Python's operator (`_operations`)
+    ("return", VALUE, FLAGS) | ("raise", EXCEPTION NAME, FLAGS)   the reply to a callback
+
+FLAGS: 1, the values carry markers (HANDLE, ID) for held objects and (CALLBACK, N) for the tests'
+callables (`_unmarked`); 2, a value that is not plain may be answered as a held object.
 
 or, for a program judged on standard input and output (a script, run afresh for each case):
 
@@ -19,7 +26,9 @@ or, for a program judged on standard input and output (a script, run afresh for 
 
 Answers (untrusted, so the judge parses them strictly, `decode`): one JSON line each,
 
-    {"ready": [[NAME, "function"], [NAME, "module", MODULE], [NAME, "data", VALUE], ...]}
+    {"ready": [[NAME, "function" | "class"], [NAME, "module", MODULE], [NAME, "data", VALUE], ...]}
+    {"callback": N, "args": [VALUE...], "kwargs": [[NAME, VALUE]...]}   mid-request: the program
+                                                           called the tests' callable N
     {"value": VALUE} | {"nonplain": 1} | {"raised": EXC, "line": LINE, "errno": N, "own": BOOL} | {"exit": 1}
     | {"memory": 1}, with "args": [[INDEX, VALUE]...] and "kwargs": [[NAME, VALUE]...] added to an
     answer to a call: the list, dict and set arguments as the call left them

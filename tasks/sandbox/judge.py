@@ -2,7 +2,7 @@
 
 `_run_judge` reads the run's secret part, sends the candidate (pid 2, started and confined by
 `layout.py`) its program, then runs the tests in this process with each of the program's
-functions bound to a proxy that calls it across the process boundary and gets plain data back
+functions bound to a proxy that calls it across the process boundary and gets data back
 (the canonical form of `candidate.py`, parsed here against a strict schema). The candidate never
 holds the tests, the token or the result pipe. Standard library only: this runs under `python -S`.
 """
