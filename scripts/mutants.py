@@ -39,6 +39,7 @@ NODES = ["tests/test_multinode.py"]
 LOGGERS = ["tests/test_loggers.py"]
 ROUND_TWO = ["tests/test_sandbox_attacks.py"]
 UNJUDGED = ["tests/test_unjudged.py", "tests/test_alfworld_task.py"]
+ROUND_THREE = "tests/test_sandbox_round_three.py::"  # #48: a mutant runs the tests of its own class
 # #34: one-line bugs an independent mutation run found the tests did not catch, each now pinned by
 # a test against a direct computation; a mutant runs only the file that pins it
 SURVIVORS = [
@@ -1482,6 +1483,113 @@ MUTANTS = [
         'row["p_low"], row["p_high"] = interval(probability_of_improvement, pairs)',
         'row["p_low"], row["p_high"] = interval(probability_of_improvement, [np.concatenate(pairs[::2]), np.concatenate(pairs[1::2])])',
         ["tests/test_across_tasks.py::test_the_summarys_intervals_resample_within_each_task"],
+    ),
+    # #48: the sandbox's third round
+    (
+        "round three: what a case left running goes on",
+        "tasks/sandbox/candidate.py",
+        "        pass\n    _end_leftovers()\n",
+        "        pass\n",
+        [ROUND_THREE + "test_work_left_running_by_a_case_does_not_reach_the_next_one"],
+    ),
+    (
+        "round three: a script not ended as the interpreter ends it",
+        "tasks/sandbox/candidate.py",
+        "            _finalize(atexit)\n",
+        "",
+        [ROUND_THREE + "test_honest_stdio_programs_of_every_common_shape_pass_and_their_broken_variants_fail"],
+    ),
+    (
+        "round three: a case's report taken as written",
+        "tasks/sandbox/candidate.py",
+        "        return _checked_report(report)",
+        "        return report",
+        [ROUND_THREE + "test_a_case_cannot_choose_the_judges_words_through_its_report_pipe"],
+    ),
+    (
+        "round three: feedback not made valid text",
+        "rollout/batch.py",
+        'text = self.feedback.encode("utf-8", "replace").decode("utf-8")',
+        "text = self.feedback",
+        [ROUND_THREE + "test_any_verdicts_feedback_is_made_valid_text_and_bounded"],
+    ),
+    (
+        "round three: integers within a tolerance",
+        "tasks/sandbox/judge.py",
+        "        if _integer(a) and _integer(b):",
+        "        if False:",
+        [
+            "tests/test_sandbox_stdio.py::test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_or_relative"
+        ],
+    ),
+    (
+        "round three: the whole of /proc in the view",
+        "tasks/sandbox/kernel.py",
+        '    steps.append(("proc", place("/proc", True), masks))',
+        '    steps.append(("bind", "/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC))',
+        [ROUND_THREE + "test_the_machines_counters_that_a_concurrent_run_moves_are_not_in_view"],
+    ),
+    (
+        "round three: the counters left unmasked without subsets",
+        "tasks/sandbox/kernel.py",
+        "    for path in masks:\n",
+        "    for path in ():\n",
+        [ROUND_THREE + "test_without_procfs_subsets_the_machines_counters_are_masked_one_by_one"],
+    ),
+    (
+        "round three: RWF_NOWAIT allowed",
+        "tasks/sandbox/syscall_filter.py",
+        '        for name in ("preadv2", "pwritev2"):  # flags: the sixth argument',
+        "        for name in ():  # flags: the sixth argument",
+        [ROUND_THREE + "test_whether_a_page_is_cached_cannot_be_asked_without_waiting"],
+    ),
+    (
+        "round three: a Counter not rebuilt",
+        "tasks/sandbox/candidate.py",
+        "        if kind is collections.Counter:",
+        "        if False:",
+        [
+            ROUND_THREE
+            + "test_honest_function_call_programs_of_the_standard_librarys_values_pass_and_their_broken_variants_fail"
+        ],
+    ),
+    (
+        "round three: a stand-in compared with the tests' values",
+        "tasks/sandbox/judge.py",
+        "            return _operation(name, self, other) if type(other) is Remote else NotImplemented",
+        "            return _operation(name, self, other)",
+        [ROUND_THREE + "test_an_object_of_the_programs_never_decides_a_comparison_with_a_value_of_the_tests"],
+    ),
+    (
+        "round three: arithmetic on a held object answered plain",
+        "tasks/sandbox/candidate.py",
+        "                if name in ARITHMETIC:",
+        "                if False:",
+        [ROUND_THREE + "test_an_object_of_the_programs_never_decides_a_comparison_with_a_value_of_the_tests"],
+    ),
+    (
+        "round three: objects given before the tests call a class",
+        "tasks/sandbox/judge.py",
+        "            if is_class and not objects_on:",
+        "            if not objects_on:",
+        [ROUND_THREE + "test_an_object_of_the_programs_is_refused_while_the_tests_use_none_of_its_classes"],
+    ),
+    (
+        "round three: the tests' callable handed over",
+        "tasks/sandbox/judge.py",
+        "        if callable(value):\n            callbacks.append(value)",
+        "        if False:\n            callbacks.append(value)",
+        [
+            ROUND_THREE
+            + "test_honest_programs_with_their_own_classes_or_the_tests_callables_pass_and_their_broken_variants_fail"
+        ],
+    ),
+    (
+        "round three: the judge as the OOM killer's equal of the worker",
+        "tasks/sandbox/layout.py",
+        "    _oom_score_adj(500)\n",
+        "",
+        [ROUND_THREE + "test_out_of_memory_the_candidate_goes_first_then_its_judge_never_the_worker_before_them"],
     ),
 ]
 

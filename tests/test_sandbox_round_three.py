@@ -5,6 +5,9 @@ carries text a consumer cannot take, and the channels left between runs."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+
 import pytest
 import test_sandbox
 
@@ -335,6 +338,11 @@ HONEST_CALLS = {
         "assert flipped(b'ab') == bytearray(b'ba')\n",
         "def flipped(b):\n    return bytearray(b)\n",
     ),
+    "in-place change expected (passed on main too)": (
+        "def sort_in_place(xs):\n    xs.sort()\n",
+        "xs = [3, 1, 2]\nassert sort_in_place(xs) is None and xs == [1, 2, 3]\n",
+        "def sort_in_place(xs):\n    xs = sorted(xs)\n",
+    ),
     "a generator that raises (as the tests expect)": (
         "def checked(xs):\n    for x in xs:\n        if x < 0:\n            raise ValueError(x)\n        yield x\n",
         "try:\n    list(checked([1, -1]))\n    raised = False\nexcept ValueError:\n    raised = True\nassert raised\n",
@@ -513,7 +521,47 @@ def test_an_object_of_the_programs_never_decides_a_comparison_with_a_value_of_th
     assert contained(LIAR, tests).verdict.reward == 0.0
 
 
+def test_an_object_of_the_programs_is_refused_while_the_tests_use_none_of_its_classes(contained):
+    """HumanEval's and MBPP's function tests call no class of the program's: there a value that is
+    not plain data stays refused, in the judge's words, as before #48."""
+    program = "class Box:\n    pass\ndef f(x):\n    return Box()\n"
+    assert contained(program, "assert f(1) == 5\n").verdict == Verdict(
+        0.0, "f returned a value that is not plain data (in test: assert f(1) == 5)"
+    )
+
+
 def test_the_program_gets_a_stand_in_for_the_tests_callable_not_the_callable(contained):
     program = "def look(fn):\n    return (fn.__name__, fn.__code__.co_consts[:1], fn.__defaults__)\n"
     tests = "secret = 'TOKEN'\nname, consts, defaults = look(lambda x=secret: 'TOKEN')\nassert 'TOKEN' in repr((name, consts, defaults))\n"
     assert contained(program, tests).verdict.reward == 0.0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+def test_without_procfs_subsets_the_machines_counters_are_masked_one_by_one(tmp_path):
+    """The fallback of `kernel._mount_process_view` for kernels before 5.8, in a mount namespace
+    of a child process: an empty /proc/sys, /dev/null over each counter, the processes kept."""
+    from tasks.sandbox import kernel
+
+    target = tmp_path / "proc"
+    target.mkdir()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            kernel._unshare(["mount"])
+            kernel._libc_call("mount", None, b"/", None, ctypes.c_ulong(kernel.MS_REC | kernel.MS_PRIVATE), None)
+            call = kernel._libc_call
+
+            def no_subsets(name, *args):
+                if name == "mount" and args[-1] == b"subset=pid":
+                    raise OSError(22, "EINVAL")
+                return call(name, *args)
+
+            kernel._libc_call = no_subsets
+            kernel._mount_process_view(str(target), (str(target / "loadavg"),))
+            with open(target / "loadavg") as f:
+                masked = f.read() == ""
+            status = 0 if masked and os.listdir(target / "sys") == [] and (target / "self" / "fd").is_dir() else 2
+        finally:
+            os._exit(status)
+    assert os.waitpid(pid, 0)[1] == 0

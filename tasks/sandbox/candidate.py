@@ -395,8 +395,7 @@ def main():
             except BaseException:  # noqa: BLE001 - not plain, or the program's code raised reading it
                 pass
     answer('{"ready":[' + ",".join(names) + "]}")
-    operations = _operations()
-    exception_names = {c.__name__ for c in exceptions}
+    operations = {}  # filled on the first operator the tests apply to a held object
 
     def callback(number):
         """A stand-in for the tests' callable `number`: it sends its arguments to the judge, which
@@ -416,8 +415,9 @@ def main():
                 if type(request) is tuple and len(request) == 3 and request[0] == "return":
                     return _unmarked(request[1], callback) if request[2] & 1 else request[1]
                 if type(request) is tuple and len(request) == 3 and request[0] == "raise":
-                    name = request[1] if request[1] in exception_names else "Exception"
-                    raise getattr(builtins, name)("raised by the tests' function")
+                    cls = getattr(builtins, request[1], None) if type(request[1]) is str else None
+                    cls = cls if cls in exceptions else Exception
+                    raise cls("raised by the tests' function")
                 answer(handled(request))
 
         return call_the_tests
@@ -442,6 +442,8 @@ def main():
                 return outcome(lambda: setattr(Held.objects[number], attribute, value))
             if kind == "op":
                 name, args = parts
+                if not operations:
+                    operations.update(_operations())
                 if name in ARITHMETIC:  # its result stays a held object, whatever it is (see ARITHMETIC)
                     return outcome(lambda: Kept(operations[name](*args)))
                 return outcome(lambda: operations[name](*args))

@@ -77,6 +77,28 @@ def _mount_private_proc():
     _libc_call("mount", b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None)
 
 
+def _mount_process_view(target, masks):
+    """This PID namespace's /proc at `target` with only its processes' entries (procfs's
+    `subset=pid`, Linux 5.8): no /proc/sys (file-nr), loadavg, stat or meminfo, whose numbers are
+    the whole machine's. On an older kernel, the whole /proc with an empty /proc/sys and /dev/null
+    over each of `masks` (HOST_COUNTERS)."""
+    import ctypes
+
+    flags = ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    try:
+        _libc_call("mount", b"proc", target.encode(), b"proc", flags, b"subset=pid")
+        return
+    except OSError:
+        pass
+    _libc_call("mount", b"/proc", target.encode(), None, ctypes.c_ulong(MS_BIND), None)
+    again = ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _libc_call("mount", None, target.encode(), None, again, None)
+    empty = ctypes.c_ulong(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _libc_call("mount", b"tmpfs", (target + "/sys").encode(), b"tmpfs", empty, b"size=4k,mode=555")
+    for path in masks:
+        _libc_call("mount", b"/dev/null", path.encode(), None, ctypes.c_ulong(MS_BIND), None)
+
+
 PRIVATE_DIRS = ("/var/tmp", "/dev/shm", "/run/lock")  # besides /tmp: the world-writable directories
 MS_BIND = 4096
 
@@ -124,7 +146,7 @@ HOST_COUNTERS = (
     "key-users",
 )
 """Files of /proc whose numbers are the whole machine's, not the run's PID namespace's (as lxcfs
-and container runtimes mask them); /proc/sys (file-nr, inode-nr) is masked whole."""
+and container runtimes mask them), masked where procfs has no `subset=pid` (`_mount_process_view`)."""
 
 
 def _mount_view(paths, workdir):
@@ -158,9 +180,8 @@ def _mount_view(paths, workdir):
             os.close(os.open(step[1], os.O_CREAT | os.O_WRONLY, 0o644))
         elif step[0] == "symlink":
             os.symlink(step[1], step[2])
-        elif step[0] == "empty":  # an empty, read-only directory over what is there
-            flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-            _libc_call("mount", b"tmpfs", step[1].encode(), b"tmpfs", ctypes.c_ulong(flags), b"size=4k,mode=555")
+        elif step[0] == "proc":
+            _mount_process_view(step[1], step[2])
         else:
             _, source, target, flags = step
             _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
@@ -181,7 +202,8 @@ _view_plans = {}
 
 def _view_plan(paths):
     """The steps that build the view of `paths` in a fresh VIEW_ROOT: ("dir", PATH), ("file",
-    PATH), ("symlink", TARGET, PATH), ("empty", PATH) or ("bind", SOURCE, TARGET, FLAGS), in order. Worked out
+    PATH), ("symlink", TARGET, PATH), ("proc", PATH, MASKS) or ("bind", SOURCE, TARGET, FLAGS), in
+    order. Worked out
     once per process from what the host has (a worker's jobs fork from it)."""
     if paths in _view_plans:
         return _view_plans[paths]
@@ -218,12 +240,9 @@ def _view_plan(paths):
         steps.append(("bind", "/dev/" + name, place("/dev/" + name, False), MS_NOSUID | MS_NOEXEC))
     for name, target in (("fd", "fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
         steps.append(("symlink", "/proc/self/" + target, VIEW_ROOT + "/dev/" + name))
-    steps.append(("bind", "/proc", place("/proc", True), MS_NOSUID | MS_NODEV | MS_NOEXEC))
-    # the host-wide counters, which a concurrent run moves (open files, processes, memory): masked
-    steps.append(("empty", VIEW_ROOT + "/proc/sys"))
-    for name in HOST_COUNTERS:
-        if os.path.isfile("/proc/" + name):
-            steps.append(("bind", "/dev/null", VIEW_ROOT + "/proc/" + name, MS_RDONLY | MS_NOSUID | MS_NODEV))
+    # the processes' part of /proc only: not the machine's counters, which a concurrent run moves
+    masks = tuple(VIEW_ROOT + "/proc/" + name for name in HOST_COUNTERS if os.path.isfile("/proc/" + name))
+    steps.append(("proc", place("/proc", True), masks))
     for directory in ("/tmp", *PRIVATE_DIRS):
         if os.path.isdir(directory) and not os.path.islink(directory):
             steps.append(("bind", directory, place(directory, True), MS_NOSUID | MS_NODEV))
