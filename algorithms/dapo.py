@@ -2,21 +2,30 @@
 
     clip(ratio, 1 - 0.2, 1 + 0.28)        clip-higher: room for unlikely tokens to grow
     loss: token-mean                      every token of the step weighs the same
-    dynamic sampling: a group whose rewards are all equal is replaced by a group of a prompt drawn
-        from a stream of DAPO's own, until the step has `prompts_per_step` groups that carry signal
-    r'_i = r_i + min(0, (L_max - buffer - |y_i|) / buffer) * penalty     soft overlong shaping
+    dynamic sampling: whole generation batches are sampled, and only the groups whose accuracies
+        differ are kept, until the step has `prompts_per_step` of them; the first that many train
+    r'_i = (2 r_i - 1) + min(0, (L_max - buffer - |y_i|) / buffer) * penalty     overlong shaping
 
 Yu et al., 2025, "DAPO: An Open-Source LLM Reinforcement Learning System at Scale"
 (arXiv:2503.14476). Checked against TRL 1.16.0: `loss_type="dapo"` with `epsilon_high=0.28`
-(tests/test_loss_trl.py) and `trl.rewards.get_soft_overlong_punishment` (tests/test_zoo.py).
+(tests/test_loss_trl.py) and `trl.rewards.get_soft_overlong_punishment`; the dynamic sampling
+against verl's DAPO trainer (volcengine/verl 246cac4, recipe/dapo/dapo_ray_trainer.py),
+transcribed in tests/test_zoo.py.
 
-The pair's protocol holds: every step starts from the same prompts as GRPO's; only the groups
-that carry no signal are replaced, from `Random(f"dapo/{seed}/{step}/{round}/{rank}")`, at most
-`max_refills` rounds (verl's `max_num_gen_batches`); a step still short after them keeps enough
-of its saturated groups to stay the same size (their advantage is 0). Every rollout sampled
-counts in `rollouts` and every second in `wall_clock_s`. The overlong shaping reads one
-completion's length and does not apply to a multi-turn task. The filter reads the verdicts'
-rewards (DAPO's accuracy), not the shaped ones.
+The reward scale is DAPO's: its verifier answers +1 or -1 (verl's `math_dapo.compute_score`), so
+a 0/1 reward is mapped to 2r - 1 before the penalty, which is then half the gap between right
+and wrong, as in the paper (on 0/1 the same penalty would be the whole gap). The group's
+advantage is otherwise the same on either scale (mean and std move together).
+
+The pair's protocol holds: the first generation batch is the step's own prompts, GRPO's; each
+further one draws as many from `Random(f"dapo/{seed}/{step}/{batch}/{rank}")`, at most
+`max_gen_batches` in all (verl's `max_num_gen_batches`, 10 in its recipe; 0: no cap). Where the
+cap is reached short, verl raises; here the step trains on the groups found (`dynamic_sampling/
+short` says how many it lacked), or, with none, on the first batch (whose advantages are all 0).
+Every rollout sampled counts in `rollouts` and every second in `wall_clock_s`. With several
+processes each fills its own share. The overlong shaping reads one completion's length and does
+not apply to a multi-turn task. The filter reads the verdicts' rewards (DAPO's accuracy), not the
+shaped ones.
 """
 
 from __future__ import annotations
@@ -49,37 +58,47 @@ class DAPO(GRPO):
         group_size: GroupSize = 8,
         scale_by_std: bool = True,
         eps: PositiveFloat = 1e-4,
-        max_refills: NonNegativeInt = 3,
+        max_gen_batches: NonNegativeInt = 10,
         overlong_buffer: NonNegativeInt | None = None,
         overlong_penalty: NonNegativeFloat = 1.0,
         **base,
     ):
-        """max_refills: rounds of dynamic sampling a step at most (0: none). overlong_buffer: the
-        tokens before `max_new_tokens` where the length penalty ramps (None: a fifth of them, as
-        DAPO's 4096 of 20480; 0: no shaping). overlong_penalty: the penalty at max_new_tokens."""
+        """max_gen_batches: generation batches a step at most, its first included (0: no cap; 1:
+        no dynamic sampling). overlong_buffer: the tokens before `max_new_tokens` where the length
+        penalty ramps (None: a fifth of them, as DAPO's 4096 of 20480; 0: no shaping).
+        overlong_penalty: the penalty at max_new_tokens, on DAPO's +-1 reward scale."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
-        self.max_refills, self.overlong_penalty = max_refills, overlong_penalty
+        self.max_gen_batches, self.overlong_penalty = max_gen_batches, overlong_penalty
         self.overlong_buffer = self.sampling.max_new_tokens // 5 if overlong_buffer is None else overlong_buffer
-        self.dynamic_sampling: dict[str, int] = {}  # this step's refills, for its record
+        self.dynamic_sampling: dict[str, int] = {}  # this step's generation batches, for its record
 
     def sample(self, problems: list[Problem], timing: dict[str, float]) -> Rollouts:
-        rollouts = super().sample(problems, timing)
-        informative, saturated = self.split_groups(rollouts)
-        kept = [self.groups(rollouts, informative)]
+        wanted, size = len(problems), self.group_size
         pool = self.task.train_problems()[: self.schedule.prompt_pool]
-        missing, refills = len(saturated), 0
-        while missing and refills < self.max_refills:
-            rng = random.Random(f"dapo/{self.seed}/{self.rl_step}/{refills}/{distributed.rank()}")
-            extra = super().sample([pool[i] for i in rng.sample(range(len(pool)), missing)], timing)
-            found = self.split_groups(extra)[0][:missing]
-            kept.append(self.groups(extra, found))
-            self.discarded_rollouts += len(extra) - len(found) * self.group_size
-            missing, refills = missing - len(found), refills + 1
-        # still short after every round: the first saturated groups keep the step its size
-        kept.append(self.groups(rollouts, saturated[:missing]))
-        self.discarded_rollouts += (len(saturated) - missing) * self.group_size
-        self.dynamic_sampling = {"dynamic_sampling/refills": refills, "dynamic_sampling/kept_saturated": missing}
-        return concatenate([part for part in kept if part is not None], self.tokenizer.pad_token_id)
+        kept, found, batches, batch, first = [], 0, 0, problems, None
+        while True:
+            rollouts = super().sample(batch, timing)
+            first = rollouts if first is None else first
+            batches += 1
+            informative = self.split_groups(rollouts)[0]
+            kept.append(self.groups(rollouts, informative))
+            found += len(informative)
+            if found >= wanted or (self.max_gen_batches and batches >= self.max_gen_batches):
+                break
+            rng = random.Random(f"dapo/{self.seed}/{self.rl_step}/{batches - 1}/{distributed.rank()}")
+            batch = [pool[i] for i in rng.sample(range(len(pool)), wanted)]
+        spent = batches * wanted * size
+        if found == 0:  # none carries signal: the first batch, whose advantages are all 0
+            whole = first
+        else:
+            whole = concatenate([part for part in kept if part is not None], self.tokenizer.pad_token_id)
+            whole = self.groups(whole, list(range(min(found, wanted))))
+        self.discarded_rollouts += spent - len(whole)
+        self.dynamic_sampling = {
+            "dynamic_sampling/generation_batches": batches,
+            "dynamic_sampling/short": max(wanted - found, 0),
+        }
+        return whole
 
     def split_groups(self, rollouts: Rollouts) -> tuple[list[int], list[int]]:
         """(the groups whose rewards differ, the groups whose rewards are all equal), by index."""
@@ -95,7 +114,7 @@ class DAPO(GRPO):
         return rollouts.select(torch.tensor([g * size + k for g in groups for k in range(size)], dtype=torch.long))
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
-        rewards = rollouts.rewards
+        rewards = 2 * rollouts.rewards - 1  # DAPO's scale: +1 right, -1 wrong
         if not self.task.multi_turn:
             lengths = rollouts.eligible.sum(-1)
             rewards = rewards + overlong_penalty(

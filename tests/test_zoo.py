@@ -9,6 +9,7 @@ import random
 from collections import defaultdict
 from types import SimpleNamespace
 
+import numpy as np
 import polars as pl
 import pytest
 import torch
@@ -109,8 +110,10 @@ def test_dapo_overlong_shaping_enters_the_group_advantage_on_single_turn_tasks_o
     module.dynamic_sampling = {}
     rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
     batch = stub_batch(rewards, [4, 9, 4, 10])  # penalties 0, -0.5, 0, -1
-    shaped = torch.tensor([[1.0, 0.5, 0.0, -1.0]])
-    for multi_turn, used in ((False, shaped), (True, rewards)):
+    # on DAPO's +-1 scale: right 1, right but long 0.5, wrong -1, wrong and at the limit -2 (the
+    # penalty half the gap between right and wrong, as in the paper)
+    shaped = torch.tensor([[1.0, 0.5, -1.0, -2.0]])
+    for multi_turn, used in ((False, shaped), (True, torch.tensor([[1.0, 1.0, -1.0, -1.0]]))):
         module.task = SimpleNamespace(multi_turn=multi_turn)
         advantages, _ = DAPO.credit(module, batch)
         torch.testing.assert_close(advantages[:, 2], group_advantages(used, 1e-4).view(-1))
@@ -146,46 +149,88 @@ class ScriptedTask:
         return [Verdict(self.PATTERNS[int(p.id) % 3][i % 2], "") for i, p in enumerate(rollouts.problems)]
 
 
-def dapo_on(task: ScriptedTask, max_refills: int) -> DAPO:
+def dapo_on(task: ScriptedTask, max_gen_batches: int) -> DAPO:
     module = DAPO.__new__(DAPO)
     torch.nn.Module.__init__(module)
     module.task, module.engine, module.group_size, module.seed, module.rl_step = task, None, 2, 0, 5
     module.schedule = SimpleNamespace(prompt_pool=None)
     module.tokenizer = SimpleNamespace(pad_token_id=0)
     module.policy = torch.nn.Linear(1, 1)
-    module.max_refills, module.stage_peaks_mb, module.discarded_rollouts = max_refills, {}, 0
+    module.max_gen_batches, module.stage_peaks_mb, module.discarded_rollouts = max_gen_batches, {}, 0
     return module
 
 
-def test_dapo_replaces_saturated_groups_from_its_own_stream_and_counts_what_it_spent():
+def verl_dynamic_sampling(generation_batches, train_batch_size, max_num_gen_batches):
+    """verl's DAPO trainer's group filter, transcribed from volcengine/verl 246cac4,
+    recipe/dapo/dapo_ray_trainer.py (`fit`, `filter_groups.enable`), with a generation batch as
+    a list of (prompt uid, the accuracy of each of its rollouts) and the training batch returned
+    as its prompt uids in order: each generation batch's groups whose accuracies' std is above 0
+    (or that have one rollout) are kept; below `train_batch_size` prompts, generate again up to
+    `max_num_gen_batches` (non-positive: no limit), else raise; then the first that many."""
+    batch, num_prompt_in_batch, num_gen_batches = [], 0, 0
+    for new_batch in generation_batches:
+        num_gen_batches += 1
+        kept_prompt_uids = [uid for uid, accs in new_batch if np.std(accs) > 0 or len(accs) == 1]
+        num_prompt_in_batch += len(kept_prompt_uids)
+        batch += kept_prompt_uids
+        if num_prompt_in_batch < train_batch_size:
+            if max_num_gen_batches <= 0 or num_gen_batches < max_num_gen_batches:
+                continue
+            raise ValueError(f"{num_gen_batches=} >= {max_num_gen_batches=}. Generated too many.")
+        return batch[:train_batch_size]
+    raise AssertionError("ran out of generation batches")
+
+
+def dapo_batches(task: ScriptedTask, first: list, count: int) -> list[list[tuple[str, list[float]]]]:
+    """The generation batches DAPO samples at seed 0, step 5: the step's own prompts, then its stream's."""
+    prompts = [first] + [
+        [task.problems[i] for i in random.Random(f"dapo/0/5/{b}/0").sample(range(30), len(first))]
+        for b in range(count - 1)
+    ]
+    return [[(p.id, ScriptedTask.PATTERNS[int(p.id) % 3]) for p in batch] for batch in prompts]
+
+
+def test_dapo_keeps_verls_groups_sampling_whole_generation_batches_from_its_own_stream():
     task = ScriptedTask()
     first = task.problems[:6]  # patterns 0 1 2 0 1 2: two groups carry signal, four do not
-    module = dapo_on(task, max_refills=20)
+    module = dapo_on(task, max_gen_batches=10)
     timing = {}
     rollouts = DAPO.sample(module, first, timing)
     assert task.sampled[0] == [p.id for p in first]  # the step starts from the pair's prompts
+    assert all(len(batch) == 6 for batch in task.sampled)  # whole generation batches
     ids = [p.id for p in rollouts.problems[::2]]
-    assert ids[:2] == ["1", "4"] and len(ids) == 6  # the informative ones first, the step its size
-    assert all(int(i) % 3 == 1 for i in ids)  # every group carries signal
-    spent = sum(len(s) for s in task.sampled) * 2
-    assert module.discarded_rollouts == spent - 12
-    assert module.dynamic_sampling["dynamic_sampling/kept_saturated"] == 0
-    # round r draws from DAPO's own stream (seed 0, step 5, round r, process 0), not the pair's
-    expected = [str(i) for i in random.Random("dapo/0/5/0/0").sample(range(30), 4)]
-    assert task.sampled[1] == expected
-    # the refills are a pure function of (seed, step, round): a second run draws the same
+    assert ids == verl_dynamic_sampling(dapo_batches(task, first, len(task.sampled)), 6, 10)
+    assert len(ids) == 6 and all(int(i) % 3 == 1 for i in ids)  # the step its size, every group with signal
+    assert module.discarded_rollouts == len(task.sampled) * 6 * 2 - 12  # every rollout sampled is counted
+    assert module.dynamic_sampling == {
+        "dynamic_sampling/generation_batches": len(task.sampled),
+        "dynamic_sampling/short": 0,
+    }
+    # the stream is a pure function of (seed, step, batch): a second run draws the same
     again = ScriptedTask()
-    DAPO.sample(dapo_on(again, max_refills=20), first, {})
+    DAPO.sample(dapo_on(again, max_gen_batches=10), first, {})
     assert again.sampled == task.sampled
     assert timing["sample"] > 0 and "verify" in timing
 
 
-def test_dapo_short_after_its_refills_keeps_saturated_groups_to_stay_the_same_size():
+def test_dapo_at_its_cap_trains_on_the_groups_it_found_where_verl_raises():
     task = ScriptedTask()
-    module = dapo_on(task, max_refills=0)
+    module = dapo_on(task, max_gen_batches=2)
     rollouts = DAPO.sample(module, task.problems[:6], {})
-    assert [p.id for p in rollouts.problems[::2]] == ["1", "4", "0", "2", "3", "5"]
-    assert module.discarded_rollouts == 0 and module.dynamic_sampling["dynamic_sampling/kept_saturated"] == 4
+    found = [p.id for p in rollouts.problems[::2]]
+    assert len(task.sampled) == 2 and 0 < len(found) < 6 and all(int(i) % 3 == 1 for i in found)
+    assert module.dynamic_sampling["dynamic_sampling/short"] == 6 - len(found)
+    with pytest.raises(ValueError, match="Generated too many"):
+        verl_dynamic_sampling(dapo_batches(task, task.problems[:6], 2), 6, 2)
+    # with none found, the first batch (all its advantages 0), as GRPO's step would be
+    saturated = ScriptedTask()
+    none = [p for p in saturated.problems if int(p.id) % 3 != 1][:6]
+    saturated.problems = none * 5  # a pool with no prompt whose group carries signal
+    module = dapo_on(saturated, max_gen_batches=3)
+    rollouts = DAPO.sample(module, none, {})
+    assert [p.id for p in rollouts.problems[::2]] == [p.id for p in none]
+    assert module.dynamic_sampling == {"dynamic_sampling/generation_batches": 3, "dynamic_sampling/short": 6}
+    assert module.discarded_rollouts == 2 * 6 * 2
 
 
 def test_reinforce_pp_is_openrlhfs_reinforce_baseline_written_out():
@@ -317,7 +362,7 @@ def test_every_baseline_runs_beside_grpo_on_the_same_prompts(tmp_path):
             assert m["rollouts"].to_list() == [16] * 3, name
     dapo = metrics["dapo"]
     assert (dapo["rollouts"] >= 16).all() and dapo["rollouts_total"][-1] == dapo["rollouts"].sum()
-    assert "dynamic_sampling/refills" in dapo.columns
+    assert "dynamic_sampling/generation_batches" in dapo.columns
     assert (dapo["frac_reward_zero_std"] <= metrics["grpo"]["frac_reward_zero_std"]).all()
     spec_dapo = json.loads((runs / "dapo-seed0" / "spec.json").read_text())
     assert spec_dapo["update"]["clip_high"] == 0.28
