@@ -4,12 +4,14 @@
     r_t        the verdict's reward at the last eligible token, 0 before it
     delta_t    r_t + gamma * V_next(t) - V_t         next(t): the next eligible position (V = 0 after the last)
     A_t        delta_t + gamma * lam * A_next(t)     (GAE), whitened over the step's eligible tokens
+                                                    (every process's, as verl's batch)
     R_t        A_t (before whitening) + V_t          the value target
 
 The critic is a linear head on the policy's own trunk rather than a second model: one extra
 matmul per token instead of a second forward and backward pass and a second copy of the
 weights, which is what "PPO with a learned critic" costs in practice with a shared model
-(TRL's value-head models). Its loss reaches the trunk, scaled by `value_coef`. The head starts at
+(TRL's earlier value-head models; TRL's PPOTrainer today and verl train a separate critic model).
+Its loss reaches the trunk, scaled by `value_coef`. The head starts at
 zero, so the first advantages are plain discounted returns, and learns at its own, larger rate
 (`value_lr`); there is no separate critic warm-up. The critic's gradient (the head's, and the
 trunk's from the value loss) is clipped and recorded apart from the policy's, as verl and OpenRLHF
@@ -19,10 +21,13 @@ This is the baseline HP-RLVR claims to make unnecessary.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
+from rollout import distributed
 from rollout.batch import Rollouts, position_ids
 from rollout.ranges import NonNegativeFloat, PositiveFloat, UnitInterval
 from rollout.scoring import by_length, logprobs_at, masked_mean
@@ -59,6 +64,23 @@ def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float)
     return advantages, returns
 
 
+def whitened(advantages: Tensor, eligible: Tensor) -> Tensor:
+    """[N, L] advantages at zero mean and unit (unbiased) std over the eligible tokens of every
+    process's rollouts, as verl's `masked_whiten` over its whole batch; 0 elsewhere. On one
+    process, torch's own mean and std of them (the published records' arithmetic)."""
+    picked = advantages[eligible]
+    if distributed.world_size() == 1:
+        if picked.numel() < 2:
+            return advantages
+        return torch.where(eligible, (advantages - picked.mean()) / (picked.std() + 1e-8), 0.0)
+    count = distributed.total(float(picked.numel()))
+    if count < 2:
+        return advantages
+    mean = distributed.total(float(picked.sum())) / count
+    std = math.sqrt(distributed.total(float((picked - mean).pow(2).sum())) / (count - 1))
+    return torch.where(eligible, (advantages - mean) / (std + 1e-8), 0.0)
+
+
 def explained_variance(predicted: Tensor, target: Tensor) -> float:
     variance = target.var()
     return float(1 - (target - predicted).var() / variance) if variance > 0 else float("nan")
@@ -80,12 +102,13 @@ class PPO(RLVRModule):
     ):
         """gamma, lam: GAE discount and trace decay. value_coef: weight of the clipped value
         loss. value_clip: how far a value may move from its rollout-time estimate before its
-        loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens.
+        loss is clipped. whiten_advantages: zero mean, unit std over the step's eligible tokens
+        (every process's).
         value_lr: the value head's learning rate; None: 10x the policy's (verl's critic/actor
         convention). A head that starts at V = 0 and moves at the policy's lr still predicted
         about 0.01 after 15 steps of rewards near 0.2 here: no baseline at all.
-        value_trunk_gradient: whether the value loss trains the shared trunk too (TRL's and
-        verl's shared-trunk critics do); False makes the critic a linear probe on the policy's
+        value_trunk_gradient: whether the value loss trains the shared trunk too (as TRL's
+        earlier value-head models did); False makes the critic a linear probe on the policy's
         own features, so only the policy loss moves the policy."""
         super().__init__(**base)
         self.gamma, self.lam, self.value_coef, self.value_clip = gamma, lam, value_coef, value_clip
@@ -143,8 +166,8 @@ class PPO(RLVRModule):
             "credit/advantage_mean": float(picked.mean()),
             "credit/advantage_std": float(picked.std()),
         }
-        if self.whiten_advantages and picked.numel() > 1:
-            advantages = torch.where(eligible, (advantages - picked.mean()) / (picked.std() + 1e-8), 0.0)
+        if self.whiten_advantages:
+            advantages = whitened(advantages, eligible)
         return advantages, stats
 
     # ---- stage 4 extras: the clipped value loss, from the same forward pass as the policy's

@@ -1505,6 +1505,13 @@ MUTANTS = [
         'row["p_low"], row["p_high"] = interval(probability_of_improvement, [np.concatenate(pairs[::2]), np.concatenate(pairs[1::2])])',
         ["tests/test_across_tasks.py::test_the_summarys_intervals_resample_within_each_task"],
     ),
+    (
+        "ppo: advantages whitened per process (#50)",
+        "algorithms/ppo.py",
+        "    if distributed.world_size() == 1:",
+        "    if True:",
+        ["tests/test_ppo.py::test_advantages_are_whitened_over_every_processs_tokens"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",

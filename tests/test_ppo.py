@@ -213,3 +213,38 @@ def test_ppo_scored_in_passes_by_length_gives_the_same_log_probs_and_values(tiny
     assert passes == [1]
     torch.testing.assert_close(outputs[1][0], outputs[0][0], atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(outputs[1][1], outputs[0][1], atol=1e-5, rtol=1e-5)
+
+
+def test_advantages_are_whitened_over_every_processs_tokens(monkeypatch):
+    """Two processes (the other simulated through `distributed.total`: five tokens of literal
+    advantages): mean and unbiased std of all their tokens together, as verl's masked_whiten over
+    its whole batch; on one process, torch's own mean and std of this one's."""
+    import math
+
+    from algorithms.ppo import whitened
+    from rollout import distributed
+
+    advantages = torch.tensor([[0.0, 1.0, 2.0, 0.0], [0.0, 4.0, 0.0, 0.0]])
+    eligible = torch.tensor([[False, True, True, False], [False, True, False, False]])
+    mine, other = [1.0, 2.0, 4.0], [0.5, -1.0, -1.0, 3.0, 0.0]
+    one = whitened(advantages, eligible)[eligible]
+    torch.testing.assert_close(one, (torch.tensor(mine) - 7 / 3) / (torch.tensor(mine).std() + 1e-8))
+    sums = []
+
+    def total(value):  # count, sum, then the squares about the mean of both
+        sums.append(value)
+        if len(sums) == 1:
+            return value + len(other)
+        if len(sums) == 2:
+            return value + sum(other)
+        mean = (sums[1] + sum(other)) / (sums[0] + len(other))
+        return value + sum((t - mean) ** 2 for t in other)
+
+    monkeypatch.setattr(distributed, "total", total)
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    both = mine + other
+    mean = sum(both) / len(both)
+    std = math.sqrt(sum((t - mean) ** 2 for t in both) / (len(both) - 1))
+    expected = torch.tensor([(a - mean) / (std + 1e-8) for a in mine])
+    torch.testing.assert_close(whitened(advantages, eligible)[eligible], expected)
+    assert len(sums) == 3 and (whitened(advantages, eligible)[~eligible] == 0).all()
