@@ -1512,6 +1512,20 @@ MUTANTS = [
         "    if True:",
         ["tests/test_ppo.py::test_advantages_are_whitened_over_every_processs_tokens"],
     ),
+    (
+        "reinforce++: unbiased variance (#50, OpenRLHF's parity)",
+        "algorithms/reinforce_pp.py",
+        "    variance = distributed.total(float(((advantages - mean).pow(2) * mask).sum())) / count",
+        "    variance = distributed.total(float(((advantages - mean).pow(2) * mask).sum())) / (count - 1)",
+        ["tests/test_zoo.py::test_reinforce_pp_equals_openrlhfs_code_on_the_action_tokens"],
+    ),
+    (
+        "ppo: GAE's lambda ignored (#50, verl's parity)",
+        "algorithms/ppo.py",
+        "    decay = torch.where(distance >= 0, (gamma * lam) ** distance.clamp(min=0), 0.0)",
+        "    decay = torch.where(distance >= 0, gamma ** distance.clamp(min=0), 0.0)",
+        ["tests/test_ppo.py::test_gae_and_whitening_equal_verls_on_the_mask"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",

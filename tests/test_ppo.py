@@ -248,3 +248,43 @@ def test_advantages_are_whitened_over_every_processs_tokens(monkeypatch):
     expected = torch.tensor([(a - mean) / (std + 1e-8) for a in mine])
     torch.testing.assert_close(whitened(advantages, eligible)[eligible], expected)
     assert len(sums) == 3 and (whitened(advantages, eligible)[~eligible] == 0).all()
+
+
+def verl_gae_whitened(token_level_rewards, values, response_mask, gamma, lam):
+    """verl's `compute_gae_advantage_return` and `masked_whiten`, transcribed from volcengine/verl
+    b178a3c, verl/trainer/ppo/core_algos.py and verl/utils/torch_functional.py: the reversed loop
+    over every position, which carries the next value and the running advantage across the
+    positions off the mask (an environment's tokens), then whitening over the mask (mean, unbiased
+    variance, rsqrt(var + 1e-8))."""
+    nextvalues, lastgaelam, advantages_reversed = 0, 0, []
+    for t in reversed(range(token_level_rewards.shape[-1])):
+        delta = token_level_rewards[:, t] + gamma * nextvalues - values[:, t]
+        lastgaelam_ = delta + gamma * lam * lastgaelam
+        nextvalues = values[:, t] * response_mask[:, t] + (1 - response_mask[:, t]) * nextvalues
+        lastgaelam = lastgaelam_ * response_mask[:, t] + (1 - response_mask[:, t]) * lastgaelam
+        advantages_reversed.append(lastgaelam)
+    advantages = torch.stack(advantages_reversed[::-1], dim=1)
+    returns = advantages + values
+    mask_sum = response_mask.sum()
+    mean = (advantages * response_mask).sum() / (mask_sum + 1e-8)
+    variance = ((advantages - mean) ** 2 * response_mask).sum() / (mask_sum + 1e-8) * mask_sum / (mask_sum - 1)
+    return (advantages - mean) * torch.rsqrt(variance + 1e-8), returns
+
+
+@pytest.mark.parametrize("gamma, lam", [(1.0, 0.95), (0.9, 0.8), (0.99, 0.0)])
+def test_gae_and_whitening_equal_verls_on_the_mask(gamma, lam):
+    """The same rows as the direct loop's test (a gap of environment tokens, a single token, a row
+    with none), against verl's own code: advantages, returns and the whitened advantages."""
+    from algorithms.ppo import whitened
+
+    g = torch.Generator().manual_seed(1)
+    values = torch.randn(4, 12, generator=g)
+    mask = torch.zeros(4, 12, dtype=torch.bool)
+    mask[0, 3:10], mask[1, [2, 3, 6, 7, 8, 11]], mask[2, [5]] = True, True, True
+    rewards = torch.zeros(4, 12)
+    rewards[0, 9], rewards[1, 11], rewards[2, 5], rewards[1, 3] = 1.0, 0.5, 1.0, 0.25
+    advantages, returns = gae(rewards, values, mask, gamma, lam)
+    theirs_whitened, theirs_returns = verl_gae_whitened(rewards, values, mask.float(), gamma, lam)
+    torch.testing.assert_close(returns[mask], theirs_returns[mask])
+    torch.testing.assert_close(advantages[mask] + values[mask], theirs_returns[mask])
+    torch.testing.assert_close(whitened(advantages, mask)[mask], theirs_whitened[mask], atol=1e-5, rtol=1e-5)

@@ -250,6 +250,37 @@ def test_reinforce_pp_is_openrlhfs_reinforce_baseline_written_out():
     assert advantages[8:, 2].abs().min() > 0  # the all-wrong group is moved off zero by the whitening
 
 
+def openrlhf_reinforce_baseline(rewards, action_mask, n_samples_per_prompt):
+    """OpenRLHF's `reinforce_baseline` advantages, transcribed from OpenRLHF/OpenRLHF 3c3be62,
+    openrlhf/trainer/ppo_utils/experience_maker.py (`compute_advantages_and_returns`,
+    `get_cumulative_returns`; `compute_reward` with no KL puts the reward at the last action
+    token): the group mean subtracted, the return of every token at gamma 1, then the mean and
+    the variance over every action token of the batch, rstd = var.clamp(min=1e-8).rsqrt()."""
+    rewards = rewards.reshape(-1, n_samples_per_prompt)
+    rewards = (rewards - rewards.mean(-1, keepdim=True)).reshape(-1)
+    last = action_mask.long().cumsum(-1).argmax(-1)
+    token_rewards = torch.zeros(action_mask.shape)
+    token_rewards[torch.arange(len(rewards)), last] = rewards
+    token_rewards = action_mask * token_rewards
+    returns, cumulative = torch.zeros_like(token_rewards), torch.zeros(len(rewards))
+    for t in reversed(range(token_rewards.size(1))):
+        cumulative = token_rewards[:, t] + 1.0 * cumulative
+        returns[:, t] = cumulative
+    num_actions = action_mask.sum()
+    mean = (returns * action_mask).sum() / num_actions
+    var = ((returns - mean).pow(2) * action_mask).sum() / num_actions
+    return (returns - mean) * var.clamp(min=1e-8).rsqrt()
+
+
+def test_reinforce_pp_equals_openrlhfs_code_on_the_action_tokens():
+    lengths = [3, 1, 2, 4, 2, 2, 5, 1, 3, 3, 1, 2]
+    batch = stub_batch(REWARDS, lengths)
+    advantages, _ = REINFORCEPlusPlus.credit(SimpleNamespace(group_size=4), batch)
+    theirs = openrlhf_reinforce_baseline(REWARDS.view(-1), batch.eligible.float(), 4)
+    torch.testing.assert_close(advantages[batch.eligible], theirs[batch.eligible])
+    assert (advantages[~batch.eligible] == 0).all()
+
+
 def test_reinforce_pp_whitens_over_every_processs_tokens(monkeypatch):
     """Two processes: this one holds the batch above, the other (simulated through
     `distributed.total`) nine tokens of literal advantages; the mean and the population variance
