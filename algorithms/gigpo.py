@@ -63,11 +63,18 @@ def discounted_returns(step_rewards: Sequence[float], gamma: float) -> list[floa
     return returns[::-1]
 
 
-def normalised(values: Sequence[float], keys: Sequence[Hashable], scale_by_std: bool, eps: float) -> list[float]:
-    """Each value against the mean (and sample std) of the values sharing its key; exactly 0 where
-    those are all equal, a key held once included."""
+def normalised(
+    values: Sequence[float],
+    keys: Sequence[Hashable],
+    scale_by_std: bool,
+    eps: float,
+    reference: tuple[Sequence[float], Sequence[Hashable]] | None = None,
+) -> list[float]:
+    """Each value against the mean (and sample std) of the values sharing its key (or of the
+    `reference` values, with their keys, sharing it); exactly 0 where those are all equal, a key
+    held once included."""
     members: dict[Hashable, list[float]] = defaultdict(list)
-    for value, key in zip(values, keys):
+    for value, key in zip(*(reference or (values, keys))):
         members[key].append(value)
     centre = {key: mean(group) for key, group in members.items()}
     flat = {key for key, group in members.items() if min(group) == max(group)}
@@ -91,21 +98,34 @@ def gigpo_advantages(
     scale_by_std: bool = True,
     eps: float = 1e-6,
     per_turn_episode_stats: bool = True,
+    invalid: Sequence[Sequence[bool]] | None = None,
+    invalid_penalty: float = 0.0,
 ) -> TurnCredit:
     """Episodes [k * group_size, (k + 1) * group_size) are group k (one game); rewards[i] arrives at
-    episode i's last turn; states[i][t] is the state its turn t acted on (every episode has a turn)."""
+    episode i's last turn; states[i][t] is the state its turn t acted on (every episode has a turn);
+    invalid[i][t]: the environment did not take that turn's command, which costs `invalid_penalty`."""
     group = [i // group_size for i in range(len(rewards))]
-    # episode level: each episode's reward entered once per turn it played (verl-agent) or once;
-    # its entries share one value, so one per episode is kept
-    entries = [i for i, s in enumerate(states) for _ in range(len(s) if per_turn_episode_stats else 1)]
-    centred = normalised([rewards[i] for i in entries], [group[i] for i in entries], scale_by_std, eps)
-    episode = dict(zip(entries, centred))
-    # step level: the turns that acted on one state in one group, compared by discounted return
     turns = [(i, t) for i, s in enumerate(states) for t in range(len(s))]
-    returns = [discounted_returns([0.0] * (len(s) - 1) + [r], gamma) for r, s in zip(rewards, states)]
+    penalty = (
+        [[invalid_penalty * bad for bad in row] for row in invalid] if invalid else [[0.0] * len(s) for s in states]
+    )
+    # episode level: each turn's score is its episode's reward less the turn's own penalty (as
+    # verl-agent scores a step sample); the group's mean and std over every turn's score, or over
+    # each episode's first turn only
+    scores = [rewards[i] - penalty[i][t] for i, t in turns]
+    keys = [group[i] for i, _ in turns]
+    firsts = [k for k, (_, t) in enumerate(turns) if t == 0]
+    stats = None if per_turn_episode_stats else ([scores[k] for k in firsts], [keys[k] for k in firsts])
+    episode = normalised(scores, keys, scale_by_std, eps, stats)
+    # step level: the turns that acted on one state in one group, compared by discounted return
+    step_rewards = [
+        [(r if t == len(s) - 1 else 0.0) - penalty[i][t] for t in range(len(s))]
+        for i, (r, s) in enumerate(zip(rewards, states))
+    ]
+    returns = [discounted_returns(row, gamma) for row in step_rewards]
     anchors = [(group[i], states[i][t]) for i, t in turns]
     step = normalised([returns[i][t] for i, t in turns], anchors, scale_by_std, eps)
-    combined = [episode[i] + step_weight * a for (i, _), a in zip(turns, step)]
+    combined = [e + step_weight * a for e, a in zip(episode, step)]
     members = Counter(anchors)
     return TurnCredit(*(by_episode(flat, states) for flat in (combined, step, [members[a] for a in anchors])))
 
@@ -125,13 +145,19 @@ class GiGPO(GRPO):
         scale_by_std: bool = True,
         eps: PositiveFloat = 1e-6,
         per_turn_episode_stats: bool = True,
+        invalid_penalty: NonNegativeFloat = 0.0,
         **base,
     ):
         """step_weight: omega, the step-level credit's weight. gamma: the discount of step returns.
         scale_by_std: divide both levels by their group's std (verl-agent's mean_std_norm).
-        per_turn_episode_stats: the episode level's mean and std weigh episodes by their turns."""
+        per_turn_episode_stats: the episode level's mean and std weigh episodes by their turns.
+        invalid_penalty: taken from a turn's reward, at both levels, where the environment did not
+        take its command (verl-agent's invalid_action_penalty_coef, 0.1 in its ALFWorld recipe;
+        there a command is invalid when its output's format is, here when ALFWorld cannot carry
+        it out). Its recipe's KL loss is the shared update's: `update: {kl_coef: 0.01}` (k3)."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
         self.step_weight, self.gamma, self.per_turn_episode_stats = step_weight, gamma, per_turn_episode_stats
+        self.invalid_penalty = invalid_penalty
 
     @classmethod
     def check_task(cls, task: type[Task], args: dict[str, Any]) -> None:
@@ -146,6 +172,9 @@ class GiGPO(GRPO):
         starts = eligible & ~torch.nn.functional.pad(eligible, (1, 0))[:, :-1]  # each turn's first token
         if starts.sum(-1).tolist() != [len(s) for s in rollouts.turn_states]:
             raise ValueError("turn_states: GiGPO needs one state per turn (run of eligible tokens) of every rollout")
+        if self.invalid_penalty and len(rollouts.turn_valid) != len(rollouts):
+            raise ValueError("turn_valid: GiGPO's invalid_penalty needs the task to record which commands it took")
+        invalid = [[not ok for ok in row] for row in rollouts.turn_valid] if self.invalid_penalty else None
         credit = gigpo_advantages(
             rollouts.rewards.tolist(),
             rollouts.turn_states,
@@ -155,6 +184,8 @@ class GiGPO(GRPO):
             self.scale_by_std,
             self.eps,
             self.per_turn_episode_stats,
+            invalid,
+            self.invalid_penalty,
         )
         per_turn = torch.nn.utils.rnn.pad_sequence([torch.tensor(a) for a in credit.advantages], batch_first=True)
         turn = (starts.long().cumsum(-1) - 1).clamp(min=0)  # the turn each token belongs to
@@ -164,4 +195,9 @@ class GiGPO(GRPO):
             "credit/step_abs_mean": float(mean(abs(a) for a in step)),
             "credit/frac_turns_shared_state": float(mean(n > 1 for n in sizes)),
             "credit/anchor_group_size_mean": float(mean(sizes)),
+            **(
+                {"credit/frac_turns_invalid": float(mean(not ok for row in rollouts.turn_valid for ok in row))}
+                if rollouts.turn_valid
+                else {}
+            ),
         }

@@ -75,6 +75,9 @@ class Rollouts:
     """Per rollout of a multi-turn task, the environment's state (observation text) before each of
     its turns, in order; turn k's tokens are the k-th contiguous run of eligible tokens of the row.
     Empty for single-turn tasks."""
+    turn_valid: list[list[bool]] = field(default_factory=list)
+    """Per rollout of a multi-turn task, whether the environment took each turn's command (ALFWorld:
+    any answer but "Nothing happens."), in the order of `turn_states`. Empty where not recorded."""
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -119,6 +122,7 @@ class Rollouts:
             token_data={k: v[index, lo:hi] for k, v in self.token_data.items()},
             truncated=[self.truncated[i] for i in rows] if self.truncated else [],
             turn_states=[self.turn_states[i] for i in rows] if self.turn_states else [],
+            turn_valid=[self.turn_valid[i] for i in rows] if self.turn_valid else [],
         )
 
 
@@ -146,6 +150,7 @@ def concatenate(parts: Sequence[Rollouts], pad_id: int) -> Rollouts:
         },
         truncated=[x for r in parts for x in r.truncated] if all(r.truncated for r in parts) else [],
         turn_states=[x for r in parts for x in r.turn_states] if all(r.turn_states for r in parts) else [],
+        turn_valid=[x for r in parts for x in r.turn_valid] if all(r.turn_valid for r in parts) else [],
     )
 
 

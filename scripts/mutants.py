@@ -286,7 +286,7 @@ MUTANTS = [
         "    mean = float(((advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean())",
         ALGORITHMS,
     ),
-    ("gigpo: no step term", "algorithms/gigpo.py", "episode[i] + step_weight * a", "episode[i] + 0 * a", ALGORITHMS),
+    ("gigpo: no step term", "algorithms/gigpo.py", "e + step_weight * a for", "e + 0 * a for", ALGORITHMS),
     (
         "gigpo: anchors by trajectory, not state",
         "algorithms/gigpo.py",
@@ -1525,6 +1525,20 @@ MUTANTS = [
         "    decay = torch.where(distance >= 0, (gamma * lam) ** distance.clamp(min=0), 0.0)",
         "    decay = torch.where(distance >= 0, gamma ** distance.clamp(min=0), 0.0)",
         ["tests/test_ppo.py::test_gae_and_whitening_equal_verls_on_the_mask"],
+    ),
+    (
+        "gigpo: the invalid-action penalty on the step level only (#50)",
+        "algorithms/gigpo.py",
+        "    scores = [rewards[i] - penalty[i][t] for i, t in turns]",
+        "    scores = [rewards[i] for i, t in turns]",
+        ["tests/test_gigpo.py::test_literal_numbers_with_verl_agents_invalid_action_penalty"],
+    ),
+    (
+        "alfworld: every command recorded as taken (#50)",
+        "tasks/alfworld/task.py",
+        "                turn_valid[i].append(result.observation.strip() != INVALID_ANSWER)",
+        "                turn_valid[i].append(True)",
+        ["tests/test_feedback.py::test_alfworld_feedback_is_the_outcome_only"],
     ),
     # #48: the sandbox's third round
     (

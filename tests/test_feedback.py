@@ -114,6 +114,10 @@ def test_alfworld_feedback_is_the_outcome_only(tiny_dir, tmp_path):
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=6))
     rollouts = task.rollout(engine, task.train_problems()[:3], 2)
     assert all(v.feedback.startswith(("won in", "not won after")) for v in rollouts.verdicts)
+    # which commands the game took (GiGPO's invalid-action penalty): not those it answered "Nothing happens."
+    assert [len(v) for v in rollouts.turn_valid] == [len(s) for s in rollouts.turn_states]
+    for valid, states in zip(rollouts.turn_valid, rollouts.turn_states):
+        assert valid[:-1] == [after.strip() != "Nothing happens." for after in states[1:]]
     assert assert_no_segment_said_back(rollouts, tokenizer, 4) > 0
     # the turn limit cut every episode here: what completions/clipped_ratio counts for ALFWorld
     assert rollouts.truncated == [v.reward == 0.0 for v in rollouts.verdicts]

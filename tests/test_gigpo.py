@@ -76,6 +76,22 @@ def test_literal_numbers_episode_stats_per_turn():
     close(out.advantages[1], [-3 / 7] * 4)
 
 
+def test_literal_numbers_with_verl_agents_invalid_action_penalty():
+    """Episode 1's second and third commands were not taken (penalty 0.1, gamma 0.5, no std, stats
+    per turn). Episode level, each turn's score less its own penalty: [1, 1, 1] and [0, -0.1,
+    -0.1, 0], mean 0.4, so 0.6 and [-0.4, -0.5, -0.5, -0.4]. Step level, rewards [0, -0.1, -0.1,
+    0] give episode 1 the returns [-0.075, -0.15, -0.1, 0]; episode 0 keeps (0.25, 0.5, 1). Anchor
+    groups: s0 {0.25, -0.075} -> +-0.1625; a {0.5, -0.15, -0.1}, mean 1/12 -> 5/12, -7/30, -11/60."""
+    invalid = [[False, False, False], [False, True, True, False]]
+    out = gigpo_advantages(REWARDS, STATES, 2, gamma=0.5, scale_by_std=False, invalid=invalid, invalid_penalty=0.1)
+    close(out.step[0], [0.1625, 5 / 12, 0.0])
+    close(out.step[1], [-0.1625, -7 / 30, -11 / 60, 0.0])
+    close(out.advantages[0], [0.6 + 0.1625, 0.6 + 5 / 12, 0.6])
+    close(out.advantages[1], [-0.4 - 0.1625, -0.5 - 7 / 30, -0.5 - 11 / 60, -0.4])
+    # no penalty: the flags change nothing
+    assert gigpo_advantages(REWARDS, STATES, 2, invalid=invalid) == gigpo_advantages(REWARDS, STATES, 2)
+
+
 def test_literal_numbers_with_std_and_weight():
     """Std scaling on both levels: s0 {0.25, 0} has sample std 0.25 / sqrt(2), so +-1/sqrt(2);
     the episode level {1, 1, 1, 0, 0, 0, 0} has std sqrt(2/7); weight 2 on the step level."""
@@ -162,7 +178,7 @@ def hand_built(rows, states, rewards):
 
 class Stub:  # GiGPO's credit with G = 2, gamma 0.5, no std, per-episode statistics, without a policy
     credit, group_size, gamma, step_weight, scale_by_std, eps = GiGPO.credit, 2, 0.5, 1.0, False, 1e-6
-    per_turn_episode_stats = False
+    per_turn_episode_stats, invalid_penalty = False, 0.0
 
 
 def test_each_turns_tokens_get_that_turns_advantage():
@@ -185,6 +201,20 @@ def test_each_turns_tokens_get_that_turns_advantage():
     again, _ = Stub().credit(swapped)
     for row in (0, 1):
         assert torch.equal(again[row][swapped.eligible[row]], advantages[1 - row][rollouts.eligible[1 - row]])
+
+
+def test_the_penalty_reads_which_commands_the_game_took_and_needs_them():
+    rows = ["_PPEEOEOEEEO", "PPPEOEEOEOEO"]
+    rollouts = hand_built(rows, STATES, REWARDS)
+    penalised = Stub()
+    penalised.invalid_penalty = 0.1
+    with pytest.raises(ValueError, match="turn_valid"):
+        penalised.credit(rollouts)
+    rollouts.turn_valid = [[True, True, True], [True, False, True, True]]
+    advantages, stats = penalised.credit(rollouts)
+    plain, _ = Stub().credit(rollouts)
+    assert stats["credit/frac_turns_invalid"] == pytest.approx(1 / 7)
+    assert not torch.equal(advantages, plain) and torch.equal(advantages != 0, plain != 0)
 
 
 def test_a_batch_whose_states_do_not_match_its_turns_is_refused():

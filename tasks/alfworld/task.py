@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 PROMPT = "Your task is to: {task}.\n{observation}\n> "
 ACTION_END = "\n"
+INVALID_ANSWER = "Nothing happens."  # ALFWorld's answer to a command it cannot carry out
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,7 @@ class AlfworldTask(Task):
         # first observation as ALFWorld's reset text does, then the game's answer to the last command
         observed = [p.prompt for p in episodes]
         turn_states: list[list[str]] = [[] for _ in episodes]
+        turn_valid: list[list[bool]] = [[] for _ in episodes]  # the game took the command
         action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
         stop_ids = sorted({action_end, tokenizer.eos_token_id})
         # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
@@ -311,6 +313,7 @@ class AlfworldTask(Task):
                 if isinstance(result, FailedStep):
                     failed[i] = result.observation
                 turn_states[i].append(observed[i])
+                turn_valid[i].append(result.observation.strip() != INVALID_ANSWER)
                 observed[i] = result.observation
         device = engine.model.device
         input_ids, attention_mask = left_padded(rows, tokenizer.pad_token_id, device)
@@ -328,7 +331,7 @@ class AlfworldTask(Task):
         ]
         # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
         rollouts.truncated = [not w and n >= self.max_turns for w, n in zip(won, turns_played)]
-        rollouts.turn_states = turn_states
+        rollouts.turn_states, rollouts.turn_valid = turn_states, turn_valid
         return rollouts
 
     # ---- verification
