@@ -221,6 +221,8 @@ def test_advantages_are_whitened_over_every_processs_tokens(monkeypatch):
     its whole batch; on one process, torch's own mean and std of this one's."""
     import math
 
+    from test_zoo import with_another_process
+
     from algorithms.ppo import whitened
     from rollout import distributed
 
@@ -230,17 +232,7 @@ def test_advantages_are_whitened_over_every_processs_tokens(monkeypatch):
     one = whitened(advantages, eligible)[eligible]
     torch.testing.assert_close(one, (torch.tensor(mine) - 7 / 3) / (torch.tensor(mine).std() + 1e-8))
     sums = []
-
-    def total(value):  # count, sum, then the squares about the mean of both
-        sums.append(value)
-        if len(sums) == 1:
-            return value + len(other)
-        if len(sums) == 2:
-            return value + sum(other)
-        mean = (sums[1] + sum(other)) / (sums[0] + len(other))
-        return value + sum((t - mean) ** 2 for t in other)
-
-    monkeypatch.setattr(distributed, "total", total)
+    monkeypatch.setattr(distributed, "total", with_another_process(other, sums))
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     both = mine + other
     mean = sum(both) / len(both)

@@ -31,6 +31,23 @@ from rollout.batch import Problem, Rollouts, Verdict
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
 
 
+def with_another_process(other: list[float], sums: list[float]):
+    """`distributed.total` as if a second process held the token values `other`, for a whitening
+    that asks, in order, for the count, the sum, then the squares about the mean of both (each
+    of this process's values is appended to `sums`)."""
+
+    def total(value):
+        sums.append(value)
+        if len(sums) == 1:
+            return value + len(other)
+        if len(sums) == 2:
+            return value + sum(other)
+        mean = (sums[1] + sum(other)) / (sums[0] + len(other))
+        return value + sum((t - mean) ** 2 for t in other)
+
+    return total
+
+
 def stub_batch(rewards: torch.Tensor, lengths: list[int]) -> SimpleNamespace:
     eligible = torch.zeros(len(lengths), max(lengths) + 2, dtype=torch.bool)
     for row, n in enumerate(lengths):
@@ -290,17 +307,7 @@ def test_reinforce_pp_whitens_over_every_processs_tokens(monkeypatch):
     lengths = [3, 1, 2, 4, 2, 2, 5, 1, 3, 3, 1, 2]
     other = [0.5] * 3 + [-1.0] * 2 + [0.25] * 4
     sums = []
-
-    def total(value):  # count, sum, then the squares about the mean of both
-        sums.append(value)
-        if len(sums) == 1:
-            return value + len(other)
-        if len(sums) == 2:
-            return value + sum(other)
-        mean = (sums[1] + sum(other)) / (sums[0] + len(other))
-        return value + sum((t - mean) ** 2 for t in other)
-
-    monkeypatch.setattr(distributed, "total", total)
+    monkeypatch.setattr(distributed, "total", with_another_process(other, sums))
     batch = stub_batch(REWARDS, lengths)
     advantages, _ = REINFORCEPlusPlus.credit(SimpleNamespace(group_size=4), batch)
     shaped = [r - sum(group) / 4 for group in REWARDS.tolist() for r in group]

@@ -254,8 +254,10 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
             body = marshal.dumps(request)
         except ValueError as exc:  # a value marshal cannot carry: not plain
             raise NotPlain("argument") from exc
-        if not send(body):
-            return None
+        return next_answer() if send(body) else None
+
+    def next_answer():
+        """The candidate's next answer line, parsed (not yet checked); None once it is gone."""
         try:
             line = _read_answer(answers_r, pending, ANSWER_LIMIT)
         except NotPlain:  # past the size bound
@@ -355,16 +357,8 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
         if gone or not send(body):
             return None
         while True:
-            try:
-                line = _read_answer(answers_r, pending, ANSWER_LIMIT)
-            except NotPlain:  # past the size bound
-                return {"malformed": 1}
-            if line is None:
-                return None
-            answer = _parse_answer(line)
-            if answer is None:
-                return {"malformed": 1}
-            if "callback" not in answer:
+            answer = next_answer()
+            if answer is None or "callback" not in answer:
                 return answer
             if not send(run_callback(answer)):
                 return None
