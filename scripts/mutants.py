@@ -1540,6 +1540,27 @@ MUTANTS = [
         "                turn_valid[i].append(True)",
         ["tests/test_feedback.py::test_alfworld_feedback_is_the_outcome_only"],
     ),
+    (
+        "fidelity: lift without the uniform share (#51)",
+        "algorithms/fidelity.py",
+        "    uniform = sum(on_error) / len(on_error)",
+        "    uniform = 1.0",
+        ["tests/test_fidelity.py"],
+    ),
+    (
+        "fidelity: praise counted as blame (#51)",
+        "algorithms/fidelity.py",
+        "    weights = [max(a, 0.0) if succeeded else max(-a, 0.0) for a in advantages]",
+        "    weights = [abs(a) for a in advantages]",
+        ["tests/test_fidelity.py"],
+    ),
+    (
+        "math: the steps after the first wrong one left out (#51)",
+        "tasks/math.py",
+        "            spans = [step.span() for step in steps[k:]]",
+        "            spans = [steps[k].span()]",
+        ["tests/test_fidelity.py"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",

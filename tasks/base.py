@@ -4,6 +4,7 @@ single-turn rollouts. A new task family is a subclass named by class path in the
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from rollout.batch import Problem, Rollouts, Verdict
@@ -11,7 +12,20 @@ from rollout.batch import Problem, Rollouts, Verdict
 if TYPE_CHECKING:
     from rollout.decoding import RolloutEngine
 
-__all__ = ["Problem", "Task", "Verdict"]  # the problem and verdict types live with the batch
+__all__ = ["ErrorSpans", "Problem", "Task", "Verdict"]  # the problem and verdict types live with the batch
+
+Span = tuple[int, int]
+"""Character offsets [start, end) in a completion."""
+
+
+@dataclass(frozen=True)
+class ErrorSpans:
+    """Where a completion goes wrong, as its task can tell (`Task.error_spans`)."""
+
+    first: Span
+    """The first wrong step."""
+    wrong: tuple[Span, ...]
+    """Every wrong step, the first included, in order (for math: the first and what follows from it)."""
 
 
 class Task(abc.ABC):
@@ -68,6 +82,11 @@ class Task(abc.ABC):
         """The verdict of a completion the task wrote itself (a demonstration or a `corrupt`ion),
         for warm-start examples. Tasks whose verifier is expensive may compute it directly."""
         return self.verify(problem, completion)
+
+    def error_spans(self, problem: Problem, completion: str) -> ErrorSpans | None:
+        """Where `completion` goes wrong (for credit fidelity: does an algorithm's credit land on
+        the error?), or None where the task cannot tell or finds no error. By default None."""
+        return None
 
     def corrupt(self, problem: Problem, rng) -> str | None:
         """A plausible failed completion of `problem` (for warm-start examples of failure), or

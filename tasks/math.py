@@ -17,7 +17,7 @@ from typing import Annotated, Literal, Sequence
 from math_verify import parse, verify
 
 from rollout.ranges import ConfigPath, PositiveInt, Range, check_fields
-from tasks.base import Problem, Task, Verdict
+from tasks.base import ErrorSpans, Problem, Task, Verdict
 
 ANSWER_MARK = "####"
 BOXED_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -48,6 +48,25 @@ def last_boxed(text: str) -> str | None:
 
 
 STEP = re.compile(r"(?<![\d=])(-?\d+)([+*-])(-?\d+)=(-?\d+)")
+
+
+def wrong_steps(completion: str) -> tuple[tuple[int, int], ...] | None:
+    """The character spans of the first worked step `a op b=c` whose arithmetic is wrong given its
+    own operands, and of everything that follows from it: every later step and the final answer
+    after the last `####`. None if every step is right, or there are none to check."""
+    steps = list(STEP.finditer(completion))
+    for k, match in enumerate(steps):
+        a, op, b, c = match.groups()
+        if {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] != int(c):
+            spans = [step.span() for step in steps[k:]]
+            mark = completion.rfind(ANSWER_MARK)
+            if mark > spans[-1][1]:
+                answer = completion[mark + len(ANSWER_MARK) :]
+                start = mark + len(ANSWER_MARK) + len(answer) - len(answer.lstrip())
+                if answer.strip():
+                    spans.append((start, start + len(answer.strip())))
+            return tuple(spans)
+    return None
 
 
 def first_wrong_step(completion: str) -> tuple[int, int] | None:
@@ -214,6 +233,11 @@ class MathTask(Task):
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
         return check_answer(problem.answer, completion, self.answer_format)
+
+    def error_spans(self, problem: Problem, completion: str) -> ErrorSpans | None:
+        """The first worked step whose arithmetic is wrong, and what follows from it (`wrong_steps`)."""
+        spans = wrong_steps(completion)
+        return ErrorSpans(spans[0], spans) if spans else None
 
     def corrupt(self, problem: Problem, rng: random.Random) -> str | None:
         """The demonstration with one step's result off by a little and every later step

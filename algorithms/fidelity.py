@@ -1,0 +1,61 @@
+"""Credit fidelity: does an algorithm's token credit land on the error its task locates?
+
+For a rollout whose task can say where it goes wrong (`Task.error_spans`: the first wrong step),
+with A_t its tokens' advantages:
+
+    failed:     blame b_t = max(-A_t, 0)
+                blame_on_error = sum of b over the first wrong step's tokens / sum of b
+                blame_before, blame_after: the same over the tokens before and after it
+                blame_lift = blame_on_error / (the step's share of the tokens)
+    succeeded:  praise p_t = max(A_t, 0)
+                reinforced_error = sum of p over the first wrong step's tokens / sum of p
+                reinforced_lift = reinforced_error / (the step's share of the tokens)
+
+A credit that is the same on every token (GRPO's, RLOO's) has a lift of exactly 1: it cannot tell
+the error from the rest. A lift above 1 on failures puts the blame on the error; on successes a
+lift above 1 reinforces it. A token belongs to the step when its characters overlap the step's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tasks.base import ErrorSpans, Span
+
+
+def token_spans(tokenizer, token_ids: Sequence[int]) -> list[Span]:
+    """Each token's character span in the text the tokens decode to: what it adds to the text
+    decoded up to it (a token that completes a multi-byte character takes the whole character)."""
+    spans, end = [], 0
+    for k in range(1, len(token_ids) + 1):
+        length = max(len(tokenizer.decode(list(token_ids[:k]), skip_special_tokens=True)), end)
+        spans.append((end, length))
+        end = length
+    return spans
+
+
+def fidelity(
+    advantages: Sequence[float], spans: Sequence[Span], errors: ErrorSpans, succeeded: bool
+) -> dict[str, float]:
+    """The figures above for one rollout: `advantages` and `spans` of its completion's tokens, in
+    order. Empty where the rollout's credit has none of the sign that counts (no blame on a
+    failure, no praise on a success) or no token lies on the step."""
+    start, end = errors.first
+    on_error = [s < end and e > start and e > s for s, e in spans]
+    if not any(on_error):
+        return {}
+    weights = [max(a, 0.0) if succeeded else max(-a, 0.0) for a in advantages]
+    total = sum(weights)
+    if total <= 0:
+        return {}
+    share = sum(w for w, hit in zip(weights, on_error) if hit) / total
+    uniform = sum(on_error) / len(on_error)
+    if succeeded:
+        return {"reinforced_error": share, "reinforced_lift": share / uniform}
+    before = sum(w for w, (s, e), hit in zip(weights, spans, on_error) if not hit and e <= start) / total
+    return {
+        "blame_on_error": share,
+        "blame_before": before,
+        "blame_after": 1.0 - share - before,
+        "blame_lift": share / uniform,
+    }

@@ -1,0 +1,75 @@
+"""Credit fidelity (issue #51, first part): where the math task says a completion goes wrong, and
+the share of an algorithm's credit on it, against hand-worked cases."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from algorithms.fidelity import fidelity, token_spans
+from algorithms.grpo import group_advantages
+from harness.tiny import build_tokenizer
+from tasks.base import ErrorSpans
+from tasks.math import MathTask, wrong_steps
+
+
+def texts(completion, spans):
+    return [completion[a:b] for a, b in spans]
+
+
+@pytest.mark.parametrize(
+    "completion, wrong",
+    [
+        (" 28-29=0 0-6=-4 #### -4", ["28-29=0", "0-6=-4", "-4"]),  # the first step wrong, and all after it
+        (" 3*9=27 14-27=-12 #### -12", ["14-27=-12", "-12"]),  # the last step wrong
+        (" 11-16=-4 -4+6=1 #### 1", ["11-16=-4", "-4+6=1", "1"]),  # a wrong step, yet the answer right
+        (" 3*9=27 14-27=-13 #### -13", None),  # every step right
+        (" I do not know", None),  # nothing to check
+        (" 5+5=11", ["5+5=11"]),  # no final answer
+    ],
+)
+def test_the_math_task_locates_the_first_wrong_step_and_what_follows(completion, wrong):
+    spans = wrong_steps(completion)
+    assert (texts(completion, spans) if spans else None) == wrong
+    located = MathTask().error_spans(None, completion)
+    assert located == (ErrorSpans(spans[0], spans) if wrong else None)
+
+
+SPANS = [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]  # five tokens of two characters
+ERROR = ErrorSpans((4, 8), ((4, 8),))  # the third and fourth tokens
+
+
+def test_the_blame_on_a_failure_splits_before_on_and_after_the_error():
+    """Blame 1, 1, 2, 2, 1 (7 in all): 4/7 on the error, 2/7 before, 1/7 after; the error holds
+    2 of 5 tokens, so the lift is (4/7) / (2/5) = 10/7."""
+    figures = fidelity([-1.0, -1.0, -2.0, -2.0, -1.0], SPANS, ERROR, succeeded=False)
+    assert figures == pytest.approx(
+        {"blame_on_error": 4 / 7, "blame_before": 2 / 7, "blame_after": 1 / 7, "blame_lift": 10 / 7}
+    )
+    # positive credit on a failure is no blame: only the negative part counts
+    assert fidelity([3.0, -1.0, -1.0, 0.0, 0.0], SPANS, ERROR, False)["blame_on_error"] == pytest.approx(0.5)
+    assert fidelity([1.0] * 5, SPANS, ERROR, False) == {}  # no blame at all
+
+
+def test_praise_on_the_error_of_a_success_is_an_error_reinforced():
+    figures = fidelity([0.5, 0.5, 2.0, 0.0, -1.0], SPANS, ERROR, succeeded=True)
+    assert figures == pytest.approx({"reinforced_error": 2 / 3, "reinforced_lift": (2 / 3) / (2 / 5)})
+
+
+def test_grpos_credit_is_the_same_on_every_token_so_its_lift_is_exactly_one():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+    per_rollout = group_advantages(rewards, 1e-4).view(-1)
+    for advantage, succeeded in zip(per_rollout.tolist(), [True, False, False, True]):
+        figures = fidelity([advantage] * len(SPANS), SPANS, ERROR, succeeded)
+        assert figures["reinforced_lift" if succeeded else "blame_lift"] == 1.0
+
+
+def test_token_spans_cover_the_decoded_completion_in_order():
+    tokenizer = build_tokenizer()
+    completion = " 28-29=0 0-6=-4 #### -4"
+    ids = tokenizer(completion, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    spans = token_spans(tokenizer, ids)
+    decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    assert spans[0][0] == 0 and spans[-1] == (len(decoded), len(decoded))  # EOS adds nothing
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert "".join(decoded[a:b] for a, b in spans) == decoded
