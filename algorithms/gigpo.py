@@ -16,7 +16,8 @@ Each turn's A goes to every token of its command. The states are `Rollouts.turn_
 ALFWorld the prompt, then the game's raw answer to the previous command, as verl-agent's anchor
 observation (so the turns after invalid commands, all answered "Nothing happens.", are one group,
 there too). Checked against verl-agent's gigpo/core_gigpo.py at commit
-d0b97244c50f17fb43a6ef0a15bca0e95a044ff7, whose choices these are:
+d0b97244c50f17fb43a6ef0a15bca0e95a044ff7, whose choices these are, and against a transcription of
+its code, with the invalid-action penalty, in tests/test_gigpo.py:
 - the episode mean and std count each episode once per turn it played (its default,
   compute_mean_std_cross_steps); `per_turn_episode_stats: false` counts each once, as GRPO does;
 - std is the sample std (n - 1); `scale_by_std: false` is its "mean_norm" mode (mean only);
@@ -117,12 +118,10 @@ def gigpo_advantages(
     firsts = [k for k, (_, t) in enumerate(turns) if t == 0]
     stats = None if per_turn_episode_stats else ([scores[k] for k in firsts], [keys[k] for k in firsts])
     episode = normalised(scores, keys, scale_by_std, eps, stats)
-    # step level: the turns that acted on one state in one group, compared by discounted return
-    step_rewards = [
-        [(r if t == len(s) - 1 else 0.0) - penalty[i][t] for t in range(len(s))]
-        for i, (r, s) in enumerate(zip(rewards, states))
-    ]
-    returns = [discounted_returns(row, gamma) for row in step_rewards]
+    # step level: the turns that acted on one state in one group, compared by discounted return,
+    # less the turn's own penalty (verl-agent takes it from the step's return, after discounting)
+    raw = [discounted_returns([0.0] * (len(s) - 1) + [r], gamma) for r, s in zip(rewards, states)]
+    returns = [[value - cost for value, cost in zip(row, costs)] for row, costs in zip(raw, penalty)]
     anchors = [(group[i], states[i][t]) for i, t in turns]
     step = normalised([returns[i][t] for i, t in turns], anchors, scale_by_std, eps)
     combined = [e + step_weight * a for e, a in zip(episode, step)]

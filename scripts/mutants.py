@@ -1534,6 +1534,13 @@ MUTANTS = [
         ["tests/test_gigpo.py::test_literal_numbers_with_verl_agents_invalid_action_penalty"],
     ),
     (
+        "gigpo: the invalid-action penalty off the step level (#50, verl-agent's parity)",
+        "algorithms/gigpo.py",
+        "    returns = [[value - cost for value, cost in zip(row, costs)] for row, costs in zip(raw, penalty)]",
+        "    returns = raw",
+        ["tests/test_gigpo.py::test_gigpo_with_the_invalid_action_penalty_equals_verl_agents_code"],
+    ),
+    (
         "alfworld: every command recorded as taken (#50)",
         "tasks/alfworld/task.py",
         "                turn_valid[i].append(result.observation.strip() != INVALID_ANSWER)",

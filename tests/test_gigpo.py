@@ -79,15 +79,17 @@ def test_literal_numbers_episode_stats_per_turn():
 def test_literal_numbers_with_verl_agents_invalid_action_penalty():
     """Episode 1's second and third commands were not taken (penalty 0.1, gamma 0.5, no std, stats
     per turn). Episode level, each turn's score less its own penalty: [1, 1, 1] and [0, -0.1,
-    -0.1, 0], mean 0.4, so 0.6 and [-0.4, -0.5, -0.5, -0.4]. Step level, rewards [0, -0.1, -0.1,
-    0] give episode 1 the returns [-0.075, -0.15, -0.1, 0]; episode 0 keeps (0.25, 0.5, 1). Anchor
-    groups: s0 {0.25, -0.075} -> +-0.1625; a {0.5, -0.15, -0.1}, mean 1/12 -> 5/12, -7/30, -11/60."""
+    -0.1, 0], mean 0.4, so 0.6 and [-0.4, -0.5, -0.5, -0.4]. Step level, the penalty comes off the
+    turn's own return after discounting (verl-agent's order: its step returns are computed as the
+    rollout ends, the penalty applied to them with the rewards): episode 1's returns [0, -0.1,
+    -0.1, 0], episode 0's (0.25, 0.5, 1). Anchor groups: s0 {0.25, 0} -> +-0.125; a {0.5, -0.1,
+    -0.1}, mean 0.1 -> 0.4, -0.2, -0.2."""
     invalid = [[False, False, False], [False, True, True, False]]
     out = gigpo_advantages(REWARDS, STATES, 2, gamma=0.5, scale_by_std=False, invalid=invalid, invalid_penalty=0.1)
-    close(out.step[0], [0.1625, 5 / 12, 0.0])
-    close(out.step[1], [-0.1625, -7 / 30, -11 / 60, 0.0])
-    close(out.advantages[0], [0.6 + 0.1625, 0.6 + 5 / 12, 0.6])
-    close(out.advantages[1], [-0.4 - 0.1625, -0.5 - 7 / 30, -0.5 - 11 / 60, -0.4])
+    close(out.step[0], [0.125, 0.4, 0.0])
+    close(out.step[1], [-0.125, -0.2, -0.2, 0.0])
+    close(out.advantages[0], [0.6 + 0.125, 0.6 + 0.4, 0.6])
+    close(out.advantages[1], [-0.4 - 0.125, -0.5 - 0.2, -0.5 - 0.2, -0.4])
     # no penalty: the flags change nothing
     assert gigpo_advantages(REWARDS, STATES, 2, invalid=invalid) == gigpo_advantages(REWARDS, STATES, 2)
 
@@ -308,3 +310,58 @@ def test_a_short_alfworld_run_records_step_level_credit(tmp_path):
     # every group's first turns share the game's first state: at least those turns are grouped
     assert (metrics["credit/frac_turns_shared_state"] > 0).all()
     assert (metrics["credit/step_abs_mean"] > 0).any() and (metrics["grad_norm"] > 0).any()
+
+
+def verl_agent_gigpo(rewards, states, group_size, invalid, coef, gamma, remove_std, epsilon=1e-6, weight=1.0):
+    """verl-agent's GiGPO on one step sample a turn, transcribed from a snapshot of it
+    (johnhaofu/verl-agent c23d586, a fork of langfengQ/verl-agent: gigpo/core_gigpo.py's
+    compute_step_discounted_returns, episode_norm_reward with compute_mean_std_cross_steps,
+    build_step_group on identical observations, step_norm_reward; verl/trainer/ppo/
+    ray_trainer.py's apply_invalid_action_penalty), in its order: the step returns as the
+    rollout ends, then the penalty off each invalid step's score and return, then both levels."""
+    samples = [(i, t) for i, s in enumerate(states) for t in range(len(s))]
+    index = [i // group_size for i, _ in samples]
+    # compute_step_discounted_returns over each trajectory's env rewards (its reward at its end)
+    step_rewards = torch.zeros(len(samples))
+    for i, s in enumerate(states):
+        running = 0.0
+        for t in reversed(range(len(s))):
+            running = (rewards[i] if t == len(s) - 1 else 0.0) + gamma * running
+            step_rewards[samples.index((i, t))] = running
+    # the episode reward scores every step sample; apply_invalid_action_penalty
+    scores = torch.tensor([float(rewards[i]) for i, _ in samples])
+    invalids = torch.tensor([float(invalid[i][t]) for i, t in samples])
+    scores -= coef * invalids
+    step_rewards -= coef * invalids
+
+    def normalised(values, keys, single_mean_zero):
+        grouped = {}
+        for value, key in zip(values.tolist(), keys):
+            grouped.setdefault(key, []).append(value)
+        out = values.clone()
+        for k, key in enumerate(keys):
+            group = grouped[key]
+            if len(group) == 1:
+                mean, std = (torch.tensor(0.0) if single_mean_zero else torch.tensor(group[0])), torch.tensor(1.0)
+            else:
+                mean, std = torch.mean(torch.tensor(group)), torch.std(torch.tensor([group]))
+            out[k] = values[k] - mean if remove_std else (values[k] - mean) / (std + epsilon)
+        return out
+
+    episode = normalised(scores, index, single_mean_zero=True)
+    step_groups = [(index[k], states[i][t]) for k, (i, t) in enumerate(samples)]
+    step = normalised(step_rewards, step_groups, single_mean_zero=False)
+    return (episode + weight * step).tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("scale_by_std, coef", [(True, 0.0), (True, 0.1), (False, 0.1)])
+def test_gigpo_with_the_invalid_action_penalty_equals_verl_agents_code(seed, scale_by_std, coef):
+    rng = random.Random(seed)
+    states = [[rng.choice("abcd") for _ in range(rng.randint(1, 5))] for _ in range(12)]
+    rewards = [float(rng.random() < 0.4) for _ in states]
+    invalid = [[rng.random() < 0.3 for _ in s] for s in states]
+    ours = gigpo_advantages(rewards, states, 4, 0.95, 1.0, scale_by_std, 1e-6, True, invalid, coef)
+    theirs = verl_agent_gigpo(rewards, states, 4, invalid, coef, 0.95, remove_std=not scale_by_std)
+    flat = [a for row in ours.advantages for a in row]
+    assert flat == pytest.approx(theirs, rel=1e-4, abs=1e-4)
