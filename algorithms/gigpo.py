@@ -150,8 +150,8 @@ class GiGPO(GRPO):
         """step_weight: omega, the step-level credit's weight. gamma: the discount of step returns.
         scale_by_std: divide both levels by their group's std (verl-agent's mean_std_norm).
         per_turn_episode_stats: the episode level's mean and std weigh episodes by their turns.
-        invalid_penalty: taken from a turn's reward, at both levels, where the environment did not
-        take its command (verl-agent's invalid_action_penalty_coef, 0.1 in its ALFWorld recipe;
+        invalid_penalty: taken from a turn's episode score and from its return, where the
+        environment did not take its command (verl-agent's invalid_action_penalty_coef, 0.1 in its ALFWorld recipe;
         there a command is invalid when its output's format is, here when ALFWorld cannot carry
         it out). Its recipe's KL loss is the shared update's: `update: {kl_coef: 0.01}` (k3)."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
