@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
+from algorithms.fidelity import step_fidelity
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
@@ -221,6 +222,9 @@ class RLVRModule(L.LightningModule):
         trainable = rollouts.trainable(self.group_size)  # groups the verifier judged in full
         with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(trainable)
+        measured = time.perf_counter()  # a measurement, not the algorithm's work: kept out of its wall-clock
+        credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer)
+        started += time.perf_counter() - measured
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)
         if self.completions_per_step and distributed.rank() == 0:
@@ -444,7 +448,8 @@ class RLVRModule(L.LightningModule):
         checksum = 0.0 if is_sharded(self.policy) else float(sum(p.detach().double().sum() for p in self.parameters()))
         parts = distributed.gather((slim, credit_stats, checksum))
         whole = concatenate([part for part, _, _ in parts], self.tokenizer.pad_token_id)
-        stats = {key: nan_mean([s[key] for _, s, _ in parts]) for key in parts[0][1]}
+        keys = dict.fromkeys(key for _, s, _ in parts for key in s)  # a process may lack some (none located)
+        stats = {key: nan_mean([s.get(key, math.nan) for _, s, _ in parts]) for key in keys}
         # the processes must hold the same weights after every update: recorded, so it is checked
         sums = [c for _, _, c in parts]
         stats["distributed/weight_checksum_spread"] = max(sums) - min(sums)

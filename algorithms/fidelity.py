@@ -18,9 +18,11 @@ lift above 1 reinforces it. A token belongs to the step when its characters over
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from tasks.base import ErrorSpans, Span
+from rollout.batch import solved
+from tasks.base import ErrorSpans, Span, Task
 
 
 def token_spans(tokenizer, token_ids: Sequence[int]) -> list[Span]:
@@ -59,3 +61,39 @@ def fidelity(
         "blame_after": 1.0 - share - before,
         "blame_lift": share / uniform,
     }
+
+
+SAMPLE = 32
+"""Rollouts a step whose errors are located and whose credit is read: the first this many, in the
+step's order (a fixed share of its cost whatever the algorithm's rollouts a step)."""
+
+
+def step_fidelity(task, rollouts, advantages, tokenizer, sample: int = SAMPLE) -> dict[str, float]:
+    """The step's figures, each the mean over the first `sample` rollouts that have it (NaN where
+    none has), under `credit/...`, with `credit/fidelity_rollouts` (how many were read). Empty
+    where the task locates no errors (`Task.error_spans` not given) or is multi-turn (whose
+    error is a turn's)."""
+    if task.multi_turn or type(task).error_spans is Task.error_spans:
+        return {}
+    figures: dict[str, list[float]] = {}
+    read = 0
+    for row in range(len(rollouts)):
+        if read == sample:
+            break
+        errors = task.error_spans(rollouts.problems[row], rollouts.completions[row])
+        if errors is None:
+            continue
+        read += 1
+        eligible = rollouts.eligible[row]
+        spans = token_spans(tokenizer, rollouts.input_ids[row][eligible].tolist())
+        own = fidelity(advantages[row][eligible].tolist(), spans, errors, bool(solved(rollouts.rewards[row])))
+        for key, value in own.items():
+            figures.setdefault(key, []).append(value)
+    stats = {
+        f"credit/{key}": math.fsum(figures[key]) / len(figures[key]) if key in figures else math.nan for key in FIGURES
+    }
+    return stats | {"credit/fidelity_rollouts": float(read)}
+
+
+FIGURES = ("blame_on_error", "blame_before", "blame_after", "blame_lift", "reinforced_error", "reinforced_lift")
+"""Every step of a task that locates errors records each (NaN where no rollout of the step had it)."""

@@ -73,3 +73,37 @@ def test_token_spans_cover_the_decoded_completion_in_order():
     assert spans[0][0] == 0 and spans[-1] == (len(decoded), len(decoded))  # EOS adds nothing
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert "".join(decoded[a:b] for a, b in spans) == decoded
+
+
+def test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens():
+    """Three math rollouts through the step's own path (`step_fidelity`, as training records it):
+    a failure with a wrong first step, a success holding a wrong step, one with every step right
+    (nothing located). Under one advantage a rollout (GRPO's credit), both lifts are exactly 1;
+    blame put on the wrong step's tokens alone is all on the error."""
+    from algorithms.fidelity import step_fidelity
+    from rollout.batch import Problem, Verdict, completed, left_padded
+
+    tokenizer = build_tokenizer()
+    texts = [" 28-29=0 0-6=-4 #### -4", " 11-16=-4 -4+6=1 #### 1", " 3*9=27 14-27=-13 #### -13"]
+    problems = [Problem(str(k), "Q: x\nA:", "") for k in range(3)]
+    prompt_ids, prompt_mask = left_padded([tokenizer("Q: x\nA:").input_ids] * 3, tokenizer.pad_token_id, "cpu")
+    rows = [tokenizer(t, add_special_tokens=False).input_ids + [tokenizer.eos_token_id] for t in texts]
+    width = max(map(len, rows))
+    completion = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+    generated = torch.tensor([[k < len(r) for k in range(width)] for r in rows])
+    rollouts = completed(problems, prompt_ids, prompt_mask, completion, generated, torch.zeros(3, width), tokenizer)
+    rollouts.verdicts = [Verdict(0.0, ""), Verdict(1.0, ""), Verdict(1.0, "")]
+    assert rollouts.completions == texts
+    task = MathTask()
+    uniform = torch.tensor([-1.0, 0.5, 0.5]).view(-1, 1) * rollouts.eligible
+    stats = step_fidelity(task, rollouts, uniform, tokenizer)
+    assert stats["credit/fidelity_rollouts"] == 2.0  # the third has no error to locate
+    assert stats["credit/blame_lift"] == 1.0 and stats["credit/reinforced_lift"] == 1.0
+    # blame on the first wrong step's tokens only ("28-29=0")
+    spans = token_spans(tokenizer, rows[0])
+    start, end = wrong_steps(texts[0])[0]
+    on = torch.tensor([s < end and e > start for s, e in spans])
+    focused = torch.zeros_like(uniform)
+    focused[0, rollouts.eligible[0].nonzero().view(-1)[on]] = -1.0
+    assert step_fidelity(task, rollouts, focused, tokenizer)["credit/blame_on_error"] == 1.0
+    assert step_fidelity(task, rollouts, uniform, tokenizer, sample=1)["credit/fidelity_rollouts"] == 1.0
