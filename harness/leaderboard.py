@@ -131,6 +131,13 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 else None,
                 "memory_estimate_mb": info.get("memory_estimate_mb"),
                 "reward_mean": float(metrics["reward"].mean()),
+                # credit fidelity, the mean over the steps that had it (only where the task locates errors)
+                **{
+                    column: float(metrics[f"credit/{column}"].fill_nan(None).mean())
+                    for column in FIDELITY
+                    if f"credit/{column}" in metrics.columns
+                    and metrics[f"credit/{column}"].fill_nan(None).null_count() < metrics.height
+                },
                 "final_rewards": last_rewards,
                 "first_rewards": first_rewards,
                 **{f"{c}_after": evals[c][-1] if c in evals.columns else None for c in sampled},
@@ -231,11 +238,16 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "memory_estimate_mb": float(g["memory_estimate_mb"].mean())
                 if "memory_estimate_mb" in g.columns and g["memory_estimate_mb"].null_count() < g.height
                 else None,
+                **{c: float(g[c].mean()) for c in FIDELITY if c in g.columns and g[c].null_count() < g.height},
                 # where the wall-clock goes, as shares of it (the rest is recording and the loop)
                 **{f"{stage}_share": float((g[f"{stage}_s"] / g["wall_clock_s"]).mean()) for stage in STAGES},
             }
         )
     return pl.DataFrame(rows)
+
+
+FIDELITY = ("blame_on_error", "blame_lift", "reinforced_error", "reinforced_lift")
+"""Credit fidelity's columns (algorithms/fidelity.py; docs/results.md), for tasks that locate errors."""
 
 
 KEY_COLUMNS = (

@@ -134,6 +134,17 @@ def test_the_zero_gradient_fraction_counts_updates_not_steps():
     assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0
 
 
+def test_credit_fidelity_is_the_mean_over_the_steps_that_had_it_and_absent_where_none_did():
+    from harness.leaderboard import run_table
+
+    info = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    metrics = two_steps(**{"credit/blame_lift": [2.0, float("nan")], "credit/blame_on_error": [0.5, 0.3]})
+    row = run_table([(info, metrics, pl.DataFrame())]).row(0, named=True)
+    assert row["blame_lift"] == 2.0 and row["blame_on_error"] == pytest.approx(0.4)
+    assert "reinforced_lift" not in row  # not recorded: no column (the published tables before #51)
+    assert "blame_lift" not in run_table([(info, two_steps(), pl.DataFrame())]).columns
+
+
 def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against_the_reference():
     from scipy import stats
 
