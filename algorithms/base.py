@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from algorithms.fidelity import step_fidelity
+from algorithms.fidelity import on_span, step_fidelity, token_spans
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
@@ -264,6 +264,10 @@ class RLVRModule(L.LightningModule):
         for i in range(min(self.completions_per_step, len(rollouts))):
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
+            ids = rollouts.input_ids[i][eligible].tolist()
+            errors = (
+                None if self.task.multi_turn else self.task.error_spans(rollouts.problems[i], rollouts.completions[i])
+            )
             rows.append(
                 {
                     "step": self.rl_step + 1,
@@ -274,9 +278,12 @@ class RLVRModule(L.LightningModule):
                     "reward": verdict.reward,
                     "feedback": verdict.feedback,
                     "judged": verdict.judged,
-                    "tokens": self.tokenizer.convert_ids_to_tokens(rollouts.input_ids[i][eligible].tolist()),
+                    "tokens": self.tokenizer.convert_ids_to_tokens(ids),
                     "token_advantages": advantages[i][eligible].float().tolist(),
                     "token_weights": None if weights is None else weights[i][eligible].float().tolist(),
+                    # where the task locates the error (Task.error_spans): the step, and its tokens
+                    "error_step": None if errors is None else rollouts.completions[i][slice(*errors.first)],
+                    "error_tokens": None if errors is None else on_span(token_spans(self.tokenizer, ids), errors.first),
                 }
             )
         return rows

@@ -36,6 +36,12 @@ def token_spans(tokenizer, token_ids: Sequence[int]) -> list[Span]:
     return spans
 
 
+def on_span(spans: Sequence[Span], span: Span) -> list[bool]:
+    """Which tokens (by their character spans) overlap `span`; a token that adds no character, none."""
+    start, end = span
+    return [s < end and e > start and e > s for s, e in spans]
+
+
 def fidelity(
     advantages: Sequence[float], spans: Sequence[Span], errors: ErrorSpans, succeeded: bool
 ) -> dict[str, float]:
@@ -43,7 +49,7 @@ def fidelity(
     order. Empty where the rollout's credit has none of the sign that counts (no blame on a
     failure, no praise on a success) or no token lies on the step."""
     start, end = errors.first
-    on_error = [s < end and e > start and e > s for s, e in spans]
+    on_error = on_span(spans, errors.first)
     if not any(on_error):
         return {}
     weights = [max(a, 0.0) if succeeded else max(-a, 0.0) for a in advantages]

@@ -40,7 +40,13 @@ def show(run_dir: Path, step: int | None = None, held_out: bool = False, limit: 
         if not held_out:
             credit = row["token_weights"] if row.get("token_weights") is not None else row["token_advantages"]
             label = "token weights" if row.get("token_weights") is not None else "advantages"
-            lines.append(f"{label}: " + " ".join(f"{t!r}:{c:.2f}" for t, c in zip(row["tokens"], credit)))
+            marks = row.get("error_tokens") or [False] * len(credit)
+            if row.get("error_step") is not None:
+                lines.append(f"error:      the first wrong step is {row['error_step']!r}, its tokens marked !")
+            lines.append(
+                f"{label}: "
+                + " ".join(f"{'!' if m else ''}{t!r}:{c:.2f}" for t, c, m in zip(row["tokens"], credit, marks))
+            )
     return "\n".join(lines)
 
 

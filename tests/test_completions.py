@@ -100,3 +100,23 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def test_show_marks_the_tokens_of_the_step_the_task_found_wrong(tmp_path):
+    from harness.show import show
+
+    row = {
+        "step": 1, "rollout": 0, "problem": "p", "prompt": "Q: 28-29-6\nA:", "completion": " 28-29=0 0-6=-6 #### -6",
+        "reward": 0.0, "feedback": "wrong: expected -7; step 1 should give -1", "judged": True,
+        "tokens": [" 28", "-", "29", "=", "0", " 0"], "token_advantages": [-0.1, -0.1, -0.2, -0.2, -0.9, -0.1],
+        "token_weights": None, "error_step": "28-29=0", "error_tokens": [True, True, True, True, True, False],
+    }  # fmt: skip
+    pl.DataFrame([row]).write_parquet(tmp_path / "completions.parquet")
+    out = show(tmp_path)
+    assert "error:      the first wrong step is '28-29=0', its tokens marked !" in out
+    assert "advantages: !' 28':-0.10 !'-':-0.10 !'29':-0.20 !'=':-0.20 !'0':-0.90 ' 0':-0.10" in out
+    # completions kept before #51 have no such columns: nothing is marked
+    pl.DataFrame([{k: v for k, v in row.items() if not k.startswith("error")}]).write_parquet(
+        tmp_path / "completions.parquet"
+    )
+    assert "!" not in show(tmp_path).split("advantages:")[1]
