@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("suite", type=Path, help="a suite's folder of run folders")
     args = parser.parse_args()
     by_algorithm: dict[str, list[pl.DataFrame]] = {}
-    for run in sorted(p for p in args.suite.iterdir() if (p / "metrics.parquet").is_file()):
+    for run in sorted(p for p in args.suite.iterdir() if (p / "run.json").is_file()):  # finished runs
         algorithm = json.loads((run / "run.json").read_text())["algorithm"]
         by_algorithm.setdefault(algorithm, []).append(pl.read_parquet(run / "metrics.parquet"))
     print("| algorithm | seeds | rollouts read | " + " | ".join(FIGURES) + " |")
