@@ -132,12 +132,7 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "memory_estimate_mb": info.get("memory_estimate_mb"),
                 "reward_mean": float(metrics["reward"].mean()),
                 # credit fidelity, the mean over the steps that had it (only where the task locates errors)
-                **{
-                    column: float(metrics[f"credit/{column}"].fill_nan(None).mean())
-                    for column in FIDELITY
-                    if f"credit/{column}" in metrics.columns
-                    and metrics[f"credit/{column}"].fill_nan(None).null_count() < metrics.height
-                },
+                **step_means(metrics, FIDELITY, prefix="credit/"),
                 "final_rewards": last_rewards,
                 "first_rewards": first_rewards,
                 **{f"{c}_after": evals[c][-1] if c in evals.columns else None for c in sampled},
@@ -244,6 +239,18 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows)
+
+
+def step_means(metrics: pl.DataFrame, columns: tuple[str, ...], prefix: str) -> dict[str, float]:
+    """Each column's mean over the steps that recorded a number for it (NaN: none); a column no
+    step recorded is left out."""
+    means = {}
+    for column in columns:
+        if prefix + column in metrics.columns:
+            mean = metrics[prefix + column].fill_nan(None).mean()
+            if mean is not None:
+                means[column] = float(mean)
+    return means
 
 
 FIDELITY = ("blame_on_error", "blame_lift", "reinforced_error", "reinforced_lift")
