@@ -13,7 +13,7 @@ import os
 import select
 import signal
 
-from .candidate import CALLBACK, HANDLE
+from .candidate import CALLBACK, FACTORIES, HANDLE
 from .kernel import (
     PR_SET_DUMPABLE,
     _apply_rlimits,
@@ -726,7 +726,6 @@ def _decode_items(body, depth):
 
 STANDARD = frozenset("c y r K V I C O D Q q m n g".split())
 """Tags of the standard library's values (`candidate._standard`), rebuilt here as the judge's own."""
-FACTORIES = ("int", "float", "complex", "str", "bytes", "bool", "list", "tuple", "set", "frozenset", "dict")
 _named_tuples = {}  # (name, fields) -> the judge's class: one a shape, so two values' types compare equal
 
 
