@@ -184,11 +184,18 @@ class RLVRModule(L.LightningModule):
         groups[0] |= not groups.any()
         return batch.eligible & groups.repeat_interleave(self.group_size)[:, None]
 
-    def policy_objective(self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor) -> tuple[Tensor, dict[str, float]]:
-        """The policy's loss for one update from the shared surrogate (KL included) and the
-        mini-batch's log-probs (with gradient), and its statistics; SDPO blends in a distillation
-        term here. By default the surrogate itself."""
+    def policy_objective(
+        self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor, outputs: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, float]]:
+        """The policy's loss for one update from the shared surrogate (KL included), the
+        mini-batch's log-probs (with gradient) and the other outputs of `score`, and its
+        statistics; SDPO blends in a distillation term here. By default the surrogate itself."""
         return surrogate, {}
+
+    def diagnostics(self, rollouts: Rollouts) -> dict[str, float]:
+        """Measurements of the algorithm's own machinery recorded with the step's row, kept out
+        of its wall-clock as credit fidelity is (SDPO's probe of its teacher block). None here."""
+        return {}
 
     def critic_loss(self, batch: Rollouts, outputs: dict[str, Tensor]) -> tuple[Tensor | None, dict[str, float]]:
         """A learned critic's loss (PPO's value loss) and its statistics; None without a critic.
@@ -223,7 +230,7 @@ class RLVRModule(L.LightningModule):
         with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(trainable)
         measured = time.perf_counter()  # a measurement, not the algorithm's work: kept out of its wall-clock
-        credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer)
+        credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer) | self.diagnostics(trainable)
         started += time.perf_counter() - measured
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)
@@ -337,7 +344,7 @@ class RLVRModule(L.LightningModule):
                     token_weights=weights,
                     reference=reference,
                 )
-                loss, objective_stats = self.policy_objective(batch, logprobs, loss)
+                loss, objective_stats = self.policy_objective(batch, logprobs, loss, outputs)
                 critic_loss, critic_stats = self.critic_loss(batch, outputs)
                 optimizer.zero_grad(set_to_none=True)
                 norm, critic_norm = self.backward_by_role(loss, critic_loss)

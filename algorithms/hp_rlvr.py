@@ -478,14 +478,20 @@ def hindsight_example(
         _, realized, trainable = completion_tokens(
             task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer
         )
-        slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
-        targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
+        targets = corrected_targets(realized, right)
         verdict = task.verify_trusted(problem, wrong_text)
     a, b = rng.choice(segments_of([t for t, keep in enumerate(trainable) if keep], segments))
     block = render_block(tokenizer, template, realized[b:], block_feedback(verdict, feedback))
     prefix = block + prompt
     labels = [targets[t] if a <= t < b and trainable[t] else -100 for t in range(b)]
     return prefix + realized[:b], [-100] * len(prefix) + labels
+
+
+def corrected_targets(realized: list[int], right: list[int]) -> list[int]:
+    """A failed attempt's tokens as labels, its first token off the demonstration replaced by the
+    demonstration's: where the attempt went wrong, the example teaches the right token."""
+    slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
+    return realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
 
 
 def completion_tokens(task, problem, tokenizer) -> tuple[list[int], list[int], list[bool]]:

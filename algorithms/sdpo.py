@@ -1,69 +1,89 @@
 """SDPO: Self-Distillation Policy Optimization. G rollouts per prompt; the policy is distilled
-toward itself reading privileged context (a successful rollout of the same group, the verifier's
-feedback), blended with GRPO's policy gradient.
+toward itself reading privileged context (a successful rollout of the same group, or the
+verifier's feedback on a failure), optionally blended with GRPO's policy gradient.
 
-Rollout y_i of prompt x, verdict (r_i, f_i), group advantage A_i (GRPO's, the credit). Rollout i
-gets a teacher context c_i when its group holds a successful rollout other than itself (r_j >=
-`success_reward_threshold`; the first such j in group order is the solution) or its feedback f_i
-is non-empty (`Reprompt` holds TRL's switches of this rule); the distilled tokens D are its
-eligible tokens then, none otherwise. Then
+Rollout y_i of prompt x, verdict (r_i, f_i). The teacher context c_i, as the paper's code builds
+it (`Reprompt`, `teacher_contexts`): the group's first success other than y_i itself (r_j >=
+`success_reward_threshold`) as the solution; the feedback f_i only when y_i failed and no
+solution is shown. A rollout with neither has no teacher and is not distilled; D_i is the
+eligible tokens of one that has. At each distilled token t, at the sampling temperature,
 
-    s_t = log pi_theta(y_t | x, y_<t)                current policy, with gradient
-    q_t = log pi_teacher(y_t | c_i, x, y_<t)         teacher, no gradient (scored in `credit`)
-    l_t = (s_t - q_t).detach() * s_t                 sampled-token reverse KL (alpha = 1)
-          * min(exp(s_t - s_old_t), is_clip).detach()    when a step has several updates
-    L_distill = mean over the mini-batch's rollouts of (sum_{t in D_i} l_t / |D_i|)
+    S_t = pi_theta( . | x, y_<t)                  student, with gradient
+    T_t = pi_teacher( . | c_i, x, y_<t)           teacher, no gradient
+    l_t = D_alpha(S_t, T_t) on the student's top-k tokens plus one tail bucket
+          (alpha 0: KL(T||S), 1: KL(S||T), between: (1-a) KL(S||M) + a KL(T||M), M = (1-a) S + a T)
+          * min(pi_theta(y_t) / pi_old(y_t), is_clip).detach()    when a step has several updates
+    L_distill = sum of l_t over the mini-batch's distilled tokens / their number
     loss = (1 - distillation_weight) * L_policy + distillation_weight * L_distill
 
-with L_policy the shared clipped surrogate on A_i. The teacher is an EMA of the policy (`ema`,
-rate `teacher_update_rate` after every `teacher_sync_steps` optimizer updates), the starting
-policy (`base`) or the policy that sampled (`live`). It scores the rollouts once, in `credit`,
-as the step begins; with several updates a step TRL scores each mini-batch under the teacher as it
-is by then (the EMA one sync further on, `live` the updated policy).
+with L_policy the shared clipped surrogate on GRPO's advantages (the paper's runs use the
+distillation alone, `distillation_weight` 1). The teacher scores each mini-batch as the update
+reaches it: an EMA of the policy (`ema`, rate `teacher_update_rate` after every
+`teacher_sync_steps` optimizer updates; the paper's code moves it once a step, the same at one
+update a step), the starting policy (`base`) or the policy as it is (`live`).
+
+TRL's SDPOTrainer is the same method with other defaults, each a setting here: the sampled-token
+objective l_t = (log S_t(y_t) - log T_t(y_t)).detach() * log S_t(y_t) (`distillation_mode:
+sampled_token`, alpha 1), a mean over rollouts of each one's token-mean (`distillation_aggregation:
+sequence-mean`), feedback shown beside a solution and on successes
+(`Reprompt(environment_feedback_only_without_solution=False, feedback_on_success=True)`).
 
 Paper: Hübotter et al., "Reinforcement Learning via Self-Distillation", arXiv:2601.20802 (2026).
-Checked against TRL 1.16.0's `SDPOTrainer` (trl.experimental.sdpo) on identical inputs
-(tests/test_sdpo.py): its loss, importance-sampling clip, aggregation, blend, EMA update and
-`SuccessfulRolloutTeacherContextBuilder`'s choice of teacher contexts.
+References: the paper's code (lasgroup/SDPO 0e6d510: `compute_self_distillation_loss` in
+verl/trainer/ppo/core_algos.py, `_maybe_build_self_distillation_batch` in
+verl/trainer/ppo/ray_trainer.py, the defaults in verl/trainer/config/actor/actor.yaml), transcribed
+in tests/test_sdpo.py; TRL 1.16.0's `SDPOTrainer` (trl.experimental.sdpo), called there.
 
-Teacher context. TRL writes the context after the prompt in the user turn; here it is a
+Teacher context. The paper's code writes it after the prompt in the user turn; here it is a
 plain-text block in front of the rollout's prompt, so that prompt and completion keep the tokens
 they were sampled with (a tiny model has no chat turn to put it in). Rendered (math, G = 4, rollout
 2 wrong, rollout 1 the group's first success):
 
     Correct solution:
      3*9=27 14-27=-13 #### -13
-    Feedback on your earlier attempt:
-    wrong: expected -13; step 2 should give -13
-    Correctly solve the question.
+    Correctly solve the original question.
     Q: 14-3*9
     A: 3*9=27 14-27=-12 #### -12<eos>     <- rollout 2's own tokens, the scored ones
+
+A model reads this block only if something taught it to: `warm_start.teacher_fraction` lays that
+share of the warm start's examples out this way (`teacher_example`), and the probe recorded each
+step (`self_distillation/probe_logprob_gain`) is the policy's mean log-prob gain on a successful
+rollout's own tokens when the block shows that rollout as the solution: about 0 for a model that
+ignores the block, large for one that copies from it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
+import random
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 from torch import Tensor
 
 from algorithms.grpo import GRPO
-from algorithms.hp_rlvr import next_token_hidden
+from algorithms.hp_rlvr import completion_tokens, corrected_targets, next_token_hidden
 from algorithms.settings import GroupSize
-from rollout.batch import Rollouts, left_padded
+from rollout.batch import Rollouts, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
-from rollout.ranges import PositiveFloat, PositiveInt, Probability, UnitInterval, check_fields
-from rollout.scoring import masked_mean, token_logprobs
-from rollout.sharding import FSDP2, gathered, is_sharded
+from rollout.ranges import PositiveFloat, PositiveInt, Probability, Range, UnitInterval, check_fields
+from rollout.scoring import token_logprobs
+from rollout.sharding import FSDP2, gathered, is_sharded, trunk
 
 PROMPT = "{prompt}"
+RatioCap = Annotated[float, Range(1)]
+"""At least 1: a cap below it would scale every token of an on-policy step down (the paper's code
+does so, TRL's does not without old log-probs); at 1 or more the two agree."""
 
 
 @dataclass
 class Reprompt:
-    """Which rollouts get a teacher context and how it reads (TRL's reprompting arguments)."""
+    """Which rollouts get a teacher context and how it reads. Defaults: the paper's code (its
+    actor.yaml), but for the threshold (ours is `rollout.batch.solved`'s; the paper's 0.5 is the
+    same on a 0/1 reward) and the block's place before the prompt."""
 
     success_reward_threshold: UnitInterval = 1.0
     """A rollout with at least this reward is a success, shown to the others of its group."""
@@ -71,13 +91,16 @@ class Reprompt:
     dont_reprompt_on_self_success: bool = True
     """A success is never shown its own completion as the solution."""
     include_environment_feedback: bool = True
-    """Show the rollout's own verifier feedback (TRL's default is False: its feedback is an
-    optional dataset column; our verifiers always give one, and the method is defined by it)."""
-    environment_feedback_only_without_solution: bool = False
-    reprompt_template: str = "{solution}{feedback}Correctly solve the question.\n{prompt}"
+    """Show the verifier's feedback (False: the paper's scalar-reward setting, solutions only)."""
+    environment_feedback_only_without_solution: bool = True
+    """Feedback only where no solution is shown (the paper's; TRL's default shows both)."""
+    feedback_on_success: bool = False
+    """Show a success's own feedback. The paper's verifiers give none on a success; ours do
+    ("correct", "won in 4 turns"), which TRL's rule would distil a lone success toward."""
+    reprompt_template: str = "{solution}{feedback}Correctly solve the original question.\n{prompt}"
     """Must end with {prompt}: the block goes before the rollout's own prompt tokens."""
     solution_template: str = "Correct solution:\n{successful_previous_attempt}\n"
-    feedback_template: str = "Feedback on your earlier attempt:\n{feedback_raw}\n"
+    feedback_template: str = "The following is feedback from your unsuccessful earlier attempt:\n{feedback_raw}\n"
     max_reprompt_len: PositiveInt = 10240
     """The block and prompt keep their last this many tokens (the scored tokens are never cut)."""
 
@@ -100,7 +123,7 @@ def teacher_contexts(
     rewards: list[float], feedbacks: list[str], group_size: int, reprompt: Reprompt
 ) -> list[tuple[int | None, bool]]:
     """Per rollout (the index of the rollout shown as its solution or None, whether its feedback
-    is shown): TRL's `SuccessfulRolloutTeacherContextBuilder` rule. Neither: no teacher."""
+    is shown). Neither: no teacher."""
     contexts = []
     for i, feedback in enumerate(feedbacks):
         group = range(i - i % group_size, i - i % group_size + group_size)
@@ -115,6 +138,7 @@ def teacher_contexts(
         use_feedback = (
             reprompt.include_environment_feedback
             and feedback.strip() != ""
+            and (reprompt.feedback_on_success or rewards[i] < reprompt.success_reward_threshold)
             and not (reprompt.environment_feedback_only_without_solution and solution is not None)
         )
         contexts.append((solution, use_feedback))
@@ -131,7 +155,8 @@ def render_context(reprompt: Reprompt, solution: str | None, feedback: str | Non
 @dataclass
 class TeacherViews:
     """One row per rollout with a teacher context: block, prompt, and the rollout's tokens. The
-    token at (`teacher_rows[k]`, `teacher_cols[k]`) is the one at (`rows[k]`, `cols[k]`) of the batch."""
+    token at (`teacher_rows[k]`, `teacher_cols[k]`) is the one at (`rows[k]`, `cols[k]`) of the
+    batch; k runs over the rollouts' eligible tokens in row-major order."""
 
     input_ids: Tensor
     attention_mask: Tensor
@@ -173,15 +198,97 @@ def teacher_views(
     return TeacherViews(input_ids, attention_mask, rows, cols, teacher_rows, teacher_cols + shift[teacher_rows])
 
 
-def distillation_loss(
-    logprobs: Tensor, teacher_logprobs: Tensor, distilled: Tensor, old: Tensor | None, is_clip: float | None
-) -> tuple[Tensor, Tensor]:
-    """(the loss: mean over rollouts of each one's mean over its distilled tokens, the token-mean
-    for the record), TRL's sampled-token objective; [n, L] inputs, `distilled` bool."""
-    per_token = (logprobs - teacher_logprobs).detach() * logprobs  # gradient s - q: the reverse KL's
-    if is_clip is not None and old is not None:  # correct for the policy having moved since sampling
-        per_token = per_token * (logprobs - old).detach().clamp(-20.0, 20.0).exp().clamp(max=is_clip)
-    return masked_mean(per_token, distilled, -1).mean(), masked_mean(per_token.detach(), distilled)
+def logits_at(
+    model, input_ids: Tensor, attention_mask: Tensor, rows: Tensor, cols: Tensor, temperature: float, slots: int
+) -> Tensor:
+    """[M, V] float32 next-token logits / T that predict the tokens at (rows, cols), without
+    gradient, in passes of at most `slots` token slots: only those hidden states are projected."""
+    hidden = next_token_hidden(model, input_ids, attention_mask, rows, cols, slots)
+    return model.get_output_embeddings()(hidden).float() / temperature
+
+
+# ---- the objective, per distilled token
+
+
+def with_tail(logprobs: Tensor) -> Tensor:
+    """Top-k log-probs [..., k] and one more bucket holding the mass they leave out."""
+    captured = logprobs.logsumexp(-1, keepdim=True).clamp(max=-1e-7)
+    return torch.cat([logprobs, torch.log(-torch.expm1(captured))], -1)
+
+
+def divergence(student: Tensor, teacher: Tensor, alpha: float) -> Tensor:
+    """D_alpha over the last dim of two log-prob tensors (module docstring): alpha 0 the forward
+    KL(T||S), 1 the reverse KL(S||T), between the generalised Jensen-Shannon divergence."""
+    if alpha == 0.0:
+        return (teacher.exp() * (teacher - student)).sum(-1)
+    if alpha == 1.0:
+        return (student.exp() * (student - teacher)).sum(-1)
+    mixture = torch.logaddexp(student + math.log(1 - alpha), teacher + math.log(alpha))
+    to_mixture = lambda p: p.exp() * (p - mixture)  # noqa: E731
+    return ((1 - alpha) * to_mixture(student) + alpha * to_mixture(teacher)).sum(-1)
+
+
+def token_divergence(
+    student_logits: Tensor,
+    teacher_logits: Tensor,
+    realized: Tensor,
+    mode: str,
+    alpha: float,
+    topk: int | None,
+    add_tail: bool,
+) -> Tensor:
+    """[M] per-token distillation loss l_t from [M, V] logits (already at the temperature) and the
+    [M] realized tokens."""
+    student, teacher = student_logits.log_softmax(-1), teacher_logits.log_softmax(-1)
+    if mode == "sampled_token":  # gradient of l_t: (log S - log T) * grad log S, the reverse KL's on y_t
+        s, t = (lp.gather(-1, realized[:, None]).squeeze(-1) for lp in (student, teacher))
+        return (s - t).detach() * s
+    if mode == "topk_logits":
+        support = student_logits.detach().topk(min(topk, student.shape[-1]), -1).indices  # the student's top k
+        student, teacher = student.gather(-1, support), teacher.gather(-1, support)
+        if add_tail:
+            student, teacher = with_tail(student), with_tail(teacher)
+        else:  # the divergence of the two distributions conditioned on the support
+            student, teacher = student.log_softmax(-1), teacher.log_softmax(-1)
+    return divergence(student, teacher, alpha)
+
+
+def aggregate(per_token: Tensor, rows: Tensor, rollouts: int, aggregation: str) -> Tensor:
+    """The distillation loss from the [K] losses of the distilled tokens, `rows` [K] their rollout:
+    `token-mean` over the tokens (the paper's), or `sequence-mean`, the mean over all `rollouts`
+    of each one's token-mean, 0 for a rollout without a teacher (TRL's)."""
+    if aggregation == "token-mean":
+        return per_token.sum() / max(len(per_token), 1)
+    sums = per_token.new_zeros(rollouts).index_add(0, rows, per_token)
+    counts = per_token.new_zeros(rollouts).index_add(0, rows, torch.ones_like(per_token))
+    return (sums / counts.clamp(min=1)).mean()
+
+
+# ---- the warm start's examples of the teacher's block
+
+
+def teacher_example(task, problem, tokenizer, reprompt: Reprompt, rng: random.Random) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one warm-start example in the teacher's layout, labels -100 off the
+    completion. Half the time the completion is a corrupted attempt (`Task.corrupt`) whose wrong
+    token is labelled with the demonstration's, as HP-RLVR's examples are, and its block holds
+    either the demonstration as the solution or the attempt's feedback (never both, as the
+    teacher's rule); otherwise the completion is the demonstration and the block holds it."""
+    prompt, right, trainable = completion_tokens(task, problem, tokenizer)
+    wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
+    if wrong_text is None:
+        realized, targets, block = right, right, render_context(reprompt, problem.demonstration, None)
+    else:
+        _, realized, trainable = completion_tokens(
+            task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer
+        )
+        targets = corrected_targets(realized, right)
+        if rng.random() < 0.5:
+            block = render_context(reprompt, problem.demonstration, None)
+        else:
+            block = render_context(reprompt, None, task.verify_trusted(problem, wrong_text).feedback)
+    prefix = (tokenizer(block, add_special_tokens=False).input_ids + prompt)[-reprompt.max_reprompt_len :]
+    labels = [target if keep else -100 for target, keep in zip(targets, trainable)]
+    return prefix + realized, [-100] * len(prefix) + labels
 
 
 class SDPO(GRPO):
@@ -191,26 +298,40 @@ class SDPO(GRPO):
         scale_by_std: bool = True,
         eps: PositiveFloat = 1e-4,
         distillation_weight: UnitInterval = 1.0,
-        distillation_mode: Literal["sampled_token"] = "sampled_token",
-        distillation_is_clip: PositiveFloat | None = 2.0,
+        distillation_mode: Literal["topk_logits", "full_logits", "sampled_token"] = "topk_logits",
+        distillation_topk: PositiveInt = 100,
+        distillation_add_tail: bool = True,
+        distillation_alpha: UnitInterval = 0.5,
+        distillation_aggregation: Literal["token-mean", "sequence-mean"] = "token-mean",
+        distillation_is_clip: RatioCap | None = 2.0,
         teacher_model_kind: Literal["ema", "base", "live"] = "ema",
         teacher_update_rate: Probability = 0.05,
         teacher_sync_steps: PositiveInt = 1,
         reprompt: Reprompt | dict | None = None,
+        probe_rollouts: PositiveInt = 8,
         scoring_tokens: PositiveInt = 2048,
         **base,
     ):
-        """distillation_weight: the distillation loss's share (1: distillation alone, TRL's default;
-        0: GRPO). distillation_is_clip: cap of the importance ratio on the distillation loss (None:
-        none). teacher_model_kind, teacher_update_rate, teacher_sync_steps: the teacher (module
-        docstring). reprompt: the teacher context (`Reprompt`). scoring_tokens: token slots in one
-        teacher pass (`next_token_hidden`)."""
+        """distillation_weight: the distillation loss's share (1: distillation alone, the paper's;
+        0: GRPO). distillation_mode, _topk, _add_tail, _alpha, _aggregation: the objective (module
+        docstring; defaults the paper's code's, TRL's are sampled_token, alpha 1, sequence-mean).
+        distillation_is_clip: cap of the importance ratio on the distillation loss (None: none).
+        teacher_model_kind, teacher_update_rate, teacher_sync_steps: the teacher. reprompt: the
+        teacher context (`Reprompt`). probe_rollouts: successes a step the probe reads.
+        scoring_tokens: token slots in one student or teacher pass (`next_token_hidden`)."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
+        if distillation_mode == "sampled_token" and distillation_alpha != 1.0:
+            raise ValueError(
+                f"distillation_alpha: sampled_token is the reverse KL alone, 1.0 (got {distillation_alpha})"
+            )
         self.distillation_weight, self.distillation_is_clip = distillation_weight, distillation_is_clip
-        self.distillation_mode, self.teacher_model_kind = distillation_mode, teacher_model_kind
+        self.distillation_mode, self.distillation_topk = distillation_mode, distillation_topk
+        self.distillation_add_tail, self.distillation_alpha = distillation_add_tail, distillation_alpha
+        self.distillation_aggregation = distillation_aggregation
+        self.teacher_model_kind = teacher_model_kind
         self.teacher_update_rate, self.teacher_sync_steps = teacher_update_rate, teacher_sync_steps
         self.reprompt = Reprompt(**reprompt) if isinstance(reprompt, dict) else reprompt or Reprompt()
-        self.scoring_tokens = scoring_tokens
+        self.probe_rollouts, self.scoring_tokens = probe_rollouts, scoring_tokens
         # Its own copy for `ema` and `base` (saved in checkpoints with the policy); `live` reads the policy.
         live = teacher_model_kind == "live"
         self.teacher = None if live else copy.deepcopy(self.policy).requires_grad_(False)
@@ -219,17 +340,18 @@ class SDPO(GRPO):
     @classmethod
     def check_args(cls, args):
         super().check_args(args)
+        if args.get("distillation_mode") == "sampled_token" and args.get("distillation_alpha", 0.5) != 1.0:
+            raise ValueError("distillation_alpha: sampled_token is the reverse KL alone, 1.0")
         if isinstance(args.get("reprompt"), dict):
             Reprompt(**args["reprompt"])
 
-    # ---- stage 3: GRPO's advantage, and the teacher's log-probs of the rollouts' tokens
+    # ---- stage 3: GRPO's advantage (used at distillation_weight < 1), and who gets a teacher
 
     def credit(self, rollouts: Rollouts) -> tuple[Tensor, dict[str, float]]:
         advantages, stats = super().credit(rollouts)
         feedbacks = [v.feedback for v in rollouts.verdicts]
         contexts = teacher_contexts(rollouts.rewards.tolist(), feedbacks, self.group_size, self.reprompt)
-        teacher, distilled = self.teacher_logprobs(rollouts, contexts)
-        rollouts.token_data["teacher_logprobs"], rollouts.token_data["distilled"] = teacher, distilled
+        distilled = [(s is not None or f) and e for (s, f), e in zip(contexts, rollouts.eligible.any(-1).tolist())]
         n, threshold = len(rollouts), self.reprompt.success_reward_threshold
         return advantages, stats | {
             "self_distillation/success_group_fraction": float(
@@ -238,50 +360,111 @@ class SDPO(GRPO):
             "self_distillation/success_sample_fraction": sum(s is not None for s, _ in contexts) / n,
             "self_distillation/feedback_available_fraction": sum(f.strip() != "" for f in feedbacks) / n,
             "self_distillation/feedback_used_fraction": sum(f for _, f in contexts) / n,
-            "self_distillation/reprompt_sample_fraction": float(distilled.any(-1).float().mean()),
-            # the teacher's log-prob over the sampler's: the per-token signal the distillation follows
-            "self_distillation/logprob_gain_mean": float(masked_mean(teacher - rollouts.sample_logprobs, distilled)),
+            "self_distillation/reprompt_sample_fraction": sum(distilled) / n,
         }
 
+    # ---- stage 4: the student's logits, the teacher's on the same tokens, the distillation loss
+
+    def score(self, batch: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
+        # the teacher as it is when the update reaches this mini-batch (the references' order)
+        views = self.views_of(batch)
+        teacher_logits = self.teacher_logits(views)
+        # the student: one pass over the mini-batch, with gradient (as the shared update's default)
+        rows, cols = batch.eligible.nonzero(as_tuple=True)
+        mask = batch.attention_mask
+        hidden = trunk(self.policy)(input_ids=batch.input_ids, attention_mask=mask, position_ids=position_ids(mask))
+        head = self.policy.get_output_embeddings()
+        logits = head(hidden.last_hidden_state[rows, cols - 1]).float() / self.sampling.temperature
+        picked = logits.log_softmax(-1).gather(-1, batch.input_ids[rows, cols, None]).squeeze(-1)
+        logprobs = picked.new_zeros(batch.eligible.shape).index_put((rows, cols), picked)
+        return logprobs, {"student_logits": logits, "teacher_logits": teacher_logits, "views": views}
+
+    def views_of(self, batch: Rollouts) -> TeacherViews | None:
+        """The teacher's inputs for a mini-batch (it holds whole groups)."""
+        feedbacks = [v.feedback for v in batch.verdicts]
+        contexts = teacher_contexts(batch.rewards.tolist(), feedbacks, self.group_size, self.reprompt)
+        return teacher_views(batch, contexts, self.tokenizer, self.reprompt)
+
     @torch.no_grad()
-    def teacher_logprobs(self, rollouts: Rollouts, contexts: list[tuple[int | None, bool]]) -> tuple[Tensor, Tensor]:
-        """([N, L] teacher log-probs of the distilled tokens at the sampling temperature, 0
-        elsewhere; [N, L] bool: the distilled tokens, TRL's loss_mask)."""
-        teacher = torch.zeros(rollouts.input_ids.shape, device=rollouts.input_ids.device)
-        distilled = torch.zeros_like(rollouts.eligible)
-        views = teacher_views(rollouts, contexts, self.tokenizer, self.reprompt)
+    def teacher_logits(self, views: TeacherViews | None) -> Tensor | None:
+        """[K, V] the teacher's logits / T at the views' tokens, as the teacher is now."""
         model = self.policy if self.teacher is None else self.teacher
         # gathered on every process, with views to score or none: under FSDP each then runs the
         # passes its own views need, and no pass is a collective
         with eval_mode(model), gathered(model):
             if views is None:
-                return teacher, distilled
-            rows, cols, slots = views.teacher_rows, views.teacher_cols, self.scoring_tokens
-            hidden = next_token_hidden(model, views.input_ids, views.attention_mask, rows, cols, slots)
-            head, realized = model.get_output_embeddings(), rollouts.input_ids[views.rows, views.cols]
-            for k in range(0, len(realized), 1024):  # a chunk of positions projected to the vocabulary at a time
-                at = slice(k, k + 1024)
-                picked = token_logprobs(head(hidden[at])[None], realized[at][None], self.sampling.temperature)[0]
-                teacher[views.rows[at], views.cols[at]] = picked
-        distilled[views.rows, views.cols] = True
-        return teacher, distilled
+                return None
+            rows, cols = views.teacher_rows, views.teacher_cols
+            return logits_at(
+                model, views.input_ids, views.attention_mask, rows, cols, self.sampling.temperature, self.scoring_tokens
+            )
 
-    # ---- stage 4: the distillation term blended into the shared surrogate
-
-    def policy_objective(self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor) -> tuple[Tensor, dict[str, float]]:
-        distillation, token_mean = distillation_loss(
-            logprobs,
-            batch.token_data["teacher_logprobs"],
-            batch.token_data["distilled"],
-            batch.token_data.get("old_logprobs"),
-            self.distillation_is_clip,
-        )
+    def policy_objective(
+        self, batch: Rollouts, logprobs: Tensor, surrogate: Tensor, outputs: dict[str, Tensor]
+    ) -> tuple[Tensor, dict[str, float]]:
+        student_logits = outputs["student_logits"]  # at the eligible tokens, row-major
+        views, teacher_logits = outputs["views"], outputs["teacher_logits"]  # at the distilled ones
+        if views is None:  # nothing to distil: a zero loss that keeps the student's graph
+            distillation, token_mean, gain = student_logits.sum() * 0.0, 0.0, float("nan")
+        else:
+            position = torch.full(batch.eligible.shape, -1, dtype=torch.long, device=logprobs.device)
+            position[batch.eligible] = torch.arange(len(student_logits), device=logprobs.device)
+            student = student_logits[position[views.rows, views.cols]]
+            realized = batch.input_ids[views.rows, views.cols]
+            per_token = token_divergence(
+                student,
+                teacher_logits,
+                realized,
+                self.distillation_mode,
+                self.distillation_alpha,
+                self.distillation_topk,
+                self.distillation_add_tail,
+            )
+            s = logprobs[views.rows, views.cols]
+            old = batch.token_data.get("old_logprobs")
+            old = s.detach() if old is None else old[views.rows, views.cols]
+            if self.distillation_is_clip is not None:  # correct for the policy having moved since sampling
+                per_token = per_token * (s - old).detach().clamp(-20.0, 20.0).exp().clamp(max=self.distillation_is_clip)
+            distillation = aggregate(per_token, views.rows, batch.eligible.shape[0], self.distillation_aggregation)
+            token_mean = float(per_token.detach().mean())
+            teacher = token_logprobs(teacher_logits[None], realized[None])[0]
+            gain = float((teacher - old).mean())  # the teacher's log-prob of y_t over the student's before the update
         w = self.distillation_weight
         stats = {
-            "self_distillation/distillation_loss": float(token_mean),
+            "self_distillation/distillation_loss": token_mean,
             "self_distillation/policy_loss": float(surrogate.detach()),
+            "self_distillation/logprob_gain_mean": gain,
         }
         return (1 - w) * surrogate + w * distillation, stats
+
+    # ---- the probe: can the policy read the block at all?
+
+    @torch.no_grad()
+    def diagnostics(self, rollouts: Rollouts) -> dict[str, float]:
+        eligible = rollouts.eligible.any(-1).tolist()
+        shown = [i for i, r in enumerate(rollouts.rewards.tolist()) if solved(r) and eligible[i]]
+        shown = shown[: self.probe_rollouts]
+        if not shown:
+            return {"self_distillation/probe_logprob_gain": float("nan")}
+        contexts = [(i, False) if i in shown else (None, False) for i in range(len(rollouts))]
+        views = teacher_views(rollouts, contexts, self.tokenizer, self.reprompt)
+        temperature, slots = self.sampling.temperature, self.scoring_tokens
+        with eval_mode(self.policy), gathered(self.policy):
+            read = logits_at(
+                self.policy,
+                views.input_ids,
+                views.attention_mask,
+                views.teacher_rows,
+                views.teacher_cols,
+                temperature,
+                slots,
+            )
+            plain = logits_at(
+                self.policy, rollouts.input_ids, rollouts.attention_mask, views.rows, views.cols, temperature, slots
+            )
+        realized = rollouts.input_ids[views.rows, views.cols][None]
+        gain = token_logprobs(read[None], realized)[0] - token_logprobs(plain[None], realized)[0]
+        return {"self_distillation/probe_logprob_gain": float(gain.mean())}
 
     # ---- the EMA teacher: updated after every optimizer update, sharded and saved like the policy
 

@@ -56,6 +56,10 @@ def weights_recipe(model: ModelArgs, task_key: dict) -> tuple[dict, str] | None:
         from algorithms.hp_rlvr import HindsightTemplate
 
         recipe["hindsight_template"] = asdict(HindsightTemplate())
+    if model.warm_start and model.warm_start.teacher_fraction > 0:
+        from algorithms.sdpo import Reprompt
+
+        recipe["teacher_template"] = asdict(Reprompt())
     return recipe, hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -141,7 +145,7 @@ def tiny_key(config: TinyConfig) -> dict:
 
 def warm_start_key(args: WarmStartArgs) -> dict:
     # As tiny_key: a default that did not exist when earlier caches were written stays out.
-    return {k: v for k, v in asdict(args).items() if not (k == "rl_only" and v == 0)}
+    return {k: v for k, v in asdict(args).items() if not (k in ("rl_only", "teacher_fraction") and v == 0)}
 
 
 def demonstrated(task: Task, rl_only: int = 0) -> Sequence[Problem]:
@@ -186,7 +190,8 @@ class Encoded(dict):
 
 class Demonstrations(torch.utils.data.IterableDataset):
     """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
-    `hindsight_fraction` of them in HP-RLVR's hindsight layout instead."""
+    `hindsight_fraction` of them in HP-RLVR's hindsight layout instead and a `teacher_fraction`
+    in SDPO's teacher layout."""
 
     def __init__(
         self,
@@ -198,25 +203,30 @@ class Demonstrations(torch.utils.data.IterableDataset):
         segments: int = 4,
         feedback: tuple[str, ...] = ("full",),
         rl_only: int = 0,
+        teacher_fraction: float = 0.0,
     ):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
         self.hindsight_fraction, self.segments, self.feedback = hindsight_fraction, segments, tuple(feedback)
-        self.rl_only = rl_only
+        self.rl_only, self.teacher_fraction = rl_only, teacher_fraction
         self.batches_s = 0.0  # time spent making batches (the rest of a warm start is arithmetic)
 
     def __iter__(self):
         from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
+        from algorithms.sdpo import Reprompt, teacher_example
 
         rng = random.Random(self.seed)
-        tok, template = TokenMemo(self.tokenizer), HindsightTemplate()
+        tok, template, reprompt = TokenMemo(self.tokenizer), HindsightTemplate(), Reprompt()
         problems = [p for p in demonstrated(self.task, self.rl_only) if p.demonstration]
         while True:
             started = time.perf_counter()
             rows = []
             for problem in rng.sample(problems, min(self.batch_size, len(problems))):
-                if rng.random() < self.hindsight_fraction:
+                layout_draw = rng.random()  # one draw either way: a base without teacher examples is unchanged
+                if layout_draw < self.hindsight_fraction:
                     mode = self.feedback[0] if len(self.feedback) == 1 else rng.choice(self.feedback)
                     rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng, mode))
+                elif layout_draw < self.hindsight_fraction + self.teacher_fraction:
+                    rows.append(teacher_example(self.task, problem, tok, reprompt, rng))
                 else:
                     rows.append(self.task.supervised_example(problem, tok))
             parts = layout(rows, tok.pad_token_id)
@@ -347,6 +357,7 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         args.hindsight_segments,
         args.hindsight_feedback,
         args.rl_only,
+        args.teacher_fraction,
     )
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()

@@ -56,6 +56,11 @@ class WarmStartArgs:
     """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
     per example: a base meant for the feedback ablation reads every mode it will be given."""
 
+    teacher_fraction: UnitInterval = 0.0
+    """Share of examples laid out in SDPO's teacher format (`algorithms.sdpo.teacher_example`:
+    a solution or a failure's feedback in the block before the prompt), so that a tiny model
+    learns to read SDPO's teacher block. Part of the suite's base model, as `hindsight_fraction`."""
+
     rl_only: NonNegativeInt = 0
     """The first `rl_only` training problems are left to RL: the warm start (and a trained
     vocabulary) never sees their demonstrations. With `schedule.prompt_pool: rl_only`, RL plays
@@ -63,6 +68,11 @@ class WarmStartArgs:
 
     def __post_init__(self):
         check_fields(self)
+        if self.hindsight_fraction + self.teacher_fraction > 1:
+            raise ValueError(
+                f"teacher_fraction: hindsight_fraction + teacher_fraction must be <= 1 "
+                f"(got {self.hindsight_fraction} + {self.teacher_fraction})"
+            )
         modes = ("full", "outcome", "none")
         if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
             raise ValueError(

@@ -4,6 +4,7 @@ of teacher contexts and the teacher's inputs, the EMA update; then a short run o
 
 import copy
 import inspect
+import math
 import os
 from collections import defaultdict
 from dataclasses import asdict, fields
@@ -26,7 +27,14 @@ from trl.trainer.utils import selective_log_softmax  # noqa: E402
 
 from algorithms.grpo import group_advantages  # noqa: E402
 from algorithms.loss import UpdateArgs, policy_loss  # noqa: E402
-from algorithms.sdpo import SDPO, Reprompt, render_context, teacher_contexts, teacher_views  # noqa: E402
+from algorithms.sdpo import (  # noqa: E402
+    SDPO,
+    Reprompt,
+    divergence,
+    render_context,
+    teacher_contexts,
+    teacher_views,
+)
 from harness.models import load_policy  # noqa: E402
 from rollout.batch import Problem, Verdict, completed, left_padded  # noqa: E402
 from rollout.decoding import SamplingArgs  # noqa: E402
@@ -54,16 +62,17 @@ def loss_inputs(seed: int, no_teacher: bool = False):
     return completion_ids, completion_mask, has_teacher, student, teacher, old, advantages
 
 
-def trl_loss(weight, is_clip, completion_ids, completion_mask, has_teacher, student, teacher, old, advantages):
+def trl_loss(settings, completion_ids, completion_mask, has_teacher, student, teacher, old, advantages):
     """TRL's `compute_loss` on a stub trainer: its forward passes replaced by the given logits
     (already at the temperature), one process, no gradient accumulation, loss_type dapo (its default)."""
     stub = SimpleNamespace(
         args=SimpleNamespace(
-            distillation_weight=weight,
-            distillation_mode="sampled_token",
-            distillation_alpha=1.0,
-            distillation_topk=None,
-            distillation_is_clip=is_clip,
+            distillation_weight=settings["distillation_weight"],
+            distillation_mode=settings["distillation_mode"],
+            distillation_alpha=settings["distillation_alpha"],
+            distillation_topk=settings["distillation_topk"],
+            distillation_add_tail=settings["distillation_add_tail"],
+            distillation_is_clip=settings["distillation_is_clip"],
         ),
         use_teacher_server=False,
         teacher_model=None,
@@ -96,33 +105,67 @@ def trl_loss(weight, is_clip, completion_ids, completion_mask, has_teacher, stud
     return loss, stub._metrics["train"]
 
 
-def our_loss(weight, is_clip, completion_ids, completion_mask, has_teacher, student, teacher, old, advantages):
+def our_loss(settings, completion_ids, completion_mask, has_teacher, student, teacher, old, advantages):
     """The same through `policy_loss` and `SDPO.policy_objective`, on [n, L] rows whose first
-    columns are the prompt."""
+    columns are the prompt: the student's logits at the eligible tokens as `score` gives them, the
+    teacher's at the distilled ones as `teacher_logits` does (both `score`'s outputs)."""
     widen = lambda t, value=0: torch.nn.functional.pad(t, (PROMPT_COLUMNS, 0), value=value)  # noqa: E731
     eligible = widen(completion_mask.bool(), False)
     distilled = eligible & (has_teacher[:, None] > 0)
+    ids = widen(completion_ids)
+    wide_student = widen(student.permute(2, 0, 1)).permute(1, 2, 0)  # [6, L, 11], the graph kept
+    wide_teacher = widen(teacher.permute(2, 0, 1)).permute(1, 2, 0)
     logprobs = widen(token_logprobs(student, completion_ids) * completion_mask)
-    teacher_logprobs = widen(token_logprobs(teacher, completion_ids)) * distilled
-    token_data = {"teacher_logprobs": teacher_logprobs, "distilled": distilled}
-    if old is not None:  # the harness's old log-probs exist when a step has several updates
-        token_data["old_logprobs"] = widen(old) * eligible
+    token_data = {} if old is None else {"old_logprobs": widen(old) * eligible}  # several updates a step
     reference = token_data.get("old_logprobs", logprobs.detach())
     surrogate, _ = policy_loss(logprobs, reference, advantages[:, None] * eligible, eligible, UpdateArgs())
-    module = SimpleNamespace(distillation_weight=weight, distillation_is_clip=is_clip)
-    return SDPO.policy_objective(module, SimpleNamespace(token_data=token_data), logprobs, surrogate)
+    rows, cols = distilled.nonzero(as_tuple=True)
+    views = None if not len(rows) else SimpleNamespace(rows=rows, cols=cols)
+    module = SimpleNamespace(**settings)
+    batch = SimpleNamespace(token_data=token_data, eligible=eligible, input_ids=ids)
+    outputs = {
+        "student_logits": wide_student[eligible],
+        "teacher_logits": None if views is None else wide_teacher[views.rows, views.cols],
+        "views": views,
+    }
+    return SDPO.policy_objective(module, batch, logprobs, surrogate, outputs)
 
 
+def settings(**changes):
+    """SDPO's objective settings: TRL's defaults, then `changes`."""
+    trl = dict(
+        distillation_weight=1.0,
+        distillation_mode="sampled_token",
+        distillation_alpha=1.0,
+        distillation_topk=None,
+        distillation_add_tail=False,
+        distillation_is_clip=2.0,
+        distillation_aggregation="sequence-mean",
+    )
+    return trl | changes
+
+
+TRL_OBJECTIVES = [
+    {},
+    {"distillation_mode": "full_logits", "distillation_alpha": 0.5},
+    {"distillation_mode": "full_logits", "distillation_alpha": 0.0},
+    {"distillation_mode": "topk_logits", "distillation_topk": 4, "distillation_alpha": 0.3},
+    {"distillation_mode": "topk_logits", "distillation_topk": 4, "distillation_add_tail": True},
+]
+
+
+@pytest.mark.parametrize("objective", TRL_OBJECTIVES, ids=range(len(TRL_OBJECTIVES)))
 @pytest.mark.parametrize("weight", [1.0, 0.0, 0.3])
-@pytest.mark.parametrize("is_clip", [2.0, 0.5, None])
+@pytest.mark.parametrize("is_clip", [2.0, 1.2, None])
 @pytest.mark.parametrize("with_old", [True, False])
-def test_loss_and_gradient_match_trls_compute_loss(weight, is_clip, with_old):
+def test_loss_and_gradient_match_trls_compute_loss(objective, weight, is_clip, with_old):
     inputs = list(loss_inputs(seed=int(weight * 10) + 7))
     inputs[5] = inputs[5] if with_old else None
     student = inputs[3]
-    expected, metrics = trl_loss(weight, is_clip, *inputs)
+    chosen = settings(**objective, distillation_weight=weight, distillation_is_clip=is_clip)
+    expected, metrics = trl_loss(chosen, *inputs)
     (expected_grad,) = torch.autograd.grad(expected, student)
-    ours, stats = our_loss(weight, is_clip, *inputs)
+    ours, stats = our_loss(chosen, *inputs)
     (grad,) = torch.autograd.grad(ours, student)
     torch.testing.assert_close(ours, expected)
     torch.testing.assert_close(grad, expected_grad)
@@ -136,21 +179,123 @@ def test_loss_and_gradient_match_trls_compute_loss(weight, is_clip, with_old):
         )
 
 
-def test_the_clip_changes_the_loss_here():
-    """The inputs above are ones where the clip matters: a clip of 2 or 0.5 is not a no-op."""
+def papers_loss(
+    student_logits, teacher_logits, completion_ids, response_mask, mask, old, alpha, topk, add_tail, is_clip
+):
+    """lasgroup/SDPO at 0e6d510, verl/trainer/ppo/core_algos.py `compute_self_distillation_loss`
+    with `full_logit_distillation` True and loss_agg_mode token-mean, the top-k log-probs made as
+    verl/workers/actor/dp_actor.py `_forward_micro_batch` makes them (the student's top-k logits,
+    the teacher's gathered at the student's indices), transcribed; and on a single update
+    (`on_policy`) the old log-probs are the student's own, detached."""
+    import torch.nn.functional as F
+
+    student_all = student_logits.log_softmax(-1)
+    log_prob = student_all.gather(-1, completion_ids[..., None]).squeeze(-1)
+    old_log_prob = log_prob.detach() if old is None else old
+    loss_mask = response_mask * mask.unsqueeze(1)
+    if topk is not None:
+        k = min(topk, student_logits.size(-1))
+        topk_logits, topk_indices = torch.topk(student_logits, k, dim=-1)
+        student_d = topk_logits - torch.logsumexp(student_logits, dim=-1, keepdim=True)
+        teacher_d = torch.gather(teacher_logits, -1, topk_indices) - torch.logsumexp(
+            teacher_logits, dim=-1, keepdim=True
+        )
+
+        def add_tail_(log_probs):
+            log_s = torch.clamp(torch.logsumexp(log_probs, dim=-1, keepdim=True), max=-1e-7)
+            return torch.cat([log_probs, torch.log(-torch.expm1(log_s))], dim=-1)
+
+        if add_tail:
+            student_d, teacher_d = add_tail_(student_d), add_tail_(teacher_d)
+        else:
+            student_d = student_d - torch.logsumexp(student_d, dim=-1, keepdim=True)
+            teacher_d = teacher_d - torch.logsumexp(teacher_d, dim=-1, keepdim=True)
+    else:
+        student_d, teacher_d = student_all, teacher_logits.log_softmax(-1)
+    if alpha == 0.0:
+        kl_loss = F.kl_div(student_d, teacher_d, reduction="none", log_target=True)
+    elif alpha == 1.0:
+        kl_loss = F.kl_div(teacher_d, student_d, reduction="none", log_target=True)
+    else:
+        a = torch.tensor(alpha, dtype=student_d.dtype)
+        mixture = torch.logsumexp(torch.stack([student_d + torch.log(1 - a), teacher_d + torch.log(a)]), dim=0)
+        kl_teacher = F.kl_div(mixture, teacher_d, reduction="none", log_target=True)
+        kl_student = F.kl_div(mixture, student_d, reduction="none", log_target=True)
+        kl_loss = torch.lerp(kl_student, kl_teacher, a)
+    per_token_loss = kl_loss.sum(-1)
+    if is_clip is not None:
+        negative_approx_kl = torch.clamp((log_prob - old_log_prob).detach(), min=-20.0, max=20.0)
+        per_token_loss = per_token_loss * torch.exp(negative_approx_kl).clamp(max=is_clip)
+    return (per_token_loss * loss_mask).sum() / loss_mask.sum().clamp(min=1.0)
+
+
+PAPER_OBJECTIVES = [
+    {"distillation_alpha": 0.5, "distillation_topk": 100, "distillation_add_tail": True},  # its actor.yaml
+    {"distillation_alpha": 1.0, "distillation_topk": 100, "distillation_add_tail": True},  # its rich-feedback runs
+    {"distillation_alpha": 0.0, "distillation_topk": 4, "distillation_add_tail": True},
+    {"distillation_alpha": 0.3, "distillation_topk": 4, "distillation_add_tail": False},
+    {"distillation_alpha": 0.5, "distillation_topk": None, "distillation_add_tail": True},
+]
+
+
+@pytest.mark.parametrize("objective", PAPER_OBJECTIVES, ids=range(len(PAPER_OBJECTIVES)))
+@pytest.mark.parametrize("is_clip", [2.0, 1.2, None])
+@pytest.mark.parametrize("with_old", [True, False])
+def test_loss_and_gradient_match_the_papers_code(objective, is_clip, with_old):
+    completion_ids, completion_mask, has_teacher, student, teacher, old, advantages = loss_inputs(seed=11)
+    old = old if with_old else None
+    topk = objective["distillation_topk"]
+    chosen = settings(
+        **objective,
+        distillation_mode="full_logits" if topk is None else "topk_logits",
+        distillation_is_clip=is_clip,
+        distillation_aggregation="token-mean",
+    )
+    args = (objective["distillation_alpha"], topk, objective["distillation_add_tail"], is_clip)
+    expected = papers_loss(student, teacher, completion_ids, completion_mask, has_teacher, old, *args)
+    (expected_grad,) = torch.autograd.grad(expected, student)
+    ours, stats = our_loss(chosen, completion_ids, completion_mask, has_teacher, student, teacher, old, advantages)
+    (grad,) = torch.autograd.grad(ours, student)
+    torch.testing.assert_close(ours, expected)
+    torch.testing.assert_close(grad, expected_grad)
+    assert stats["self_distillation/distillation_loss"] == pytest.approx(float(expected.detach()), rel=1e-5)
+
+
+def test_the_clip_the_tail_and_the_aggregation_change_the_loss_here():
+    """The inputs above are ones where each setting matters: none of them is a no-op."""
     inputs = loss_inputs(seed=17)
-    unclipped, _ = our_loss(1.0, None, *inputs)
-    for is_clip in (2.0, 0.5):
-        clipped, _ = our_loss(1.0, is_clip, *inputs)
-        assert not torch.isclose(clipped, unclipped)
+    paper = settings(
+        distillation_mode="topk_logits", distillation_topk=4, distillation_add_tail=True, distillation_alpha=0.5
+    )
+    base, _ = our_loss(paper | {"distillation_aggregation": "token-mean"}, *inputs)
+    for change in (
+        {"distillation_is_clip": None},
+        {"distillation_add_tail": False},
+        {"distillation_aggregation": "sequence-mean"},
+        {"distillation_alpha": 0.3},
+    ):
+        other, _ = our_loss(paper | {"distillation_aggregation": "token-mean"} | change, *inputs)
+        assert not torch.isclose(other, base), change
 
 
 def test_no_teacher_anywhere_gives_a_zero_loss_and_gradient_as_trls():
     inputs = loss_inputs(seed=3, no_teacher=True)
-    expected, _ = trl_loss(1.0, 2.0, *inputs)
-    ours, _ = our_loss(1.0, 2.0, *inputs)
+    expected, _ = trl_loss(settings(), *inputs)
+    ours, _ = our_loss(settings(), *inputs)
     (grad,) = torch.autograd.grad(ours, inputs[3])
     assert ours.item() == expected.item() == 0.0 and not grad.any()
+
+
+def test_the_divergence_is_the_direct_sum_over_the_vocabulary():
+    """D_alpha at alpha 0, 1 and 0.5 against its definition: KL(T||S), KL(S||T) and the
+    Jensen-Shannon divergence, written out in probability space."""
+    g = torch.Generator().manual_seed(5)
+    s, t = (torch.randn(3, 7, generator=g).softmax(-1) for _ in range(2))
+    kl = lambda p, q: (p * (p / q).log()).sum(-1)  # noqa: E731
+    m = (s + t) / 2
+    torch.testing.assert_close(divergence(s.log(), t.log(), 0.0), kl(t, s))
+    torch.testing.assert_close(divergence(s.log(), t.log(), 1.0), kl(s, t))
+    torch.testing.assert_close(divergence(s.log(), t.log(), 0.5), (kl(s, m) + kl(t, m)) / 2)
 
 
 # ---- which rollouts get a teacher, what it reads, and what it scores
@@ -217,13 +362,14 @@ def trl_teacher_inputs(rollouts, tokenizer, reprompt: Reprompt):
     return rows, messages, output, builder.last_metrics
 
 
+TRL_RULE = {"environment_feedback_only_without_solution": False, "feedback_on_success": True}  # TRL's defaults
 REPROMPTS = [
-    Reprompt(),
-    Reprompt(include_environment_feedback=False),
-    Reprompt(environment_feedback_only_without_solution=True),
-    Reprompt(dont_reprompt_on_self_success=False, success_reward_threshold=0.5),
-    Reprompt(use_successful_as_teacher=False),
-    Reprompt(max_reprompt_len=12, reprompt_template="<{solution}|{feedback}>{prompt}"),
+    Reprompt(**TRL_RULE),
+    Reprompt(**TRL_RULE | {"include_environment_feedback": False}),
+    Reprompt(**TRL_RULE | {"environment_feedback_only_without_solution": True}),
+    Reprompt(**TRL_RULE | {"dont_reprompt_on_self_success": False, "success_reward_threshold": 0.5}),
+    Reprompt(**TRL_RULE | {"use_successful_as_teacher": False}),
+    Reprompt(**TRL_RULE | {"max_reprompt_len": 12, "reprompt_template": "<{solution}|{feedback}>{prompt}"}),
 ]
 
 
@@ -252,6 +398,37 @@ def test_teacher_contexts_and_inputs_are_trls(policy, reprompt):
     assert torch.equal(scored, rollouts.eligible & torch.tensor(has_teacher)[:, None])
 
 
+def papers_contexts(rewards, feedbacks, group_size, threshold=0.5, only_without_solution=True):
+    """lasgroup/SDPO at 0e6d510, verl/trainer/ppo/ray_trainer.py: `_collect_feedback`,
+    `_collect_solutions_by_uid`, `_get_solution` (dont_reprompt_on_self_success) and the rule of
+    `_build_teacher_message` and `self_distillation_mask`, transcribed; its verifiers give a
+    success no feedback ("no feedback means correct", verl/utils/reward_score/feedback/)."""
+    uids = [i // group_size for i in range(len(rewards))]
+    feedback_list = [f if f and f.strip() else None for f in feedbacks]
+    success_by_uid = defaultdict(list)
+    for idx, uid in enumerate(uids):
+        if rewards[idx] >= threshold:
+            success_by_uid[uid].append(idx)
+    out = []
+    for i in range(len(rewards)):
+        solution_idxs = [j for j in success_by_uid[uids[i]] if j != i]
+        solution = solution_idxs[0] if solution_idxs else None
+        has_feedback = feedback_list[i] is not None
+        use_feedback = has_feedback and (not only_without_solution or solution is None)
+        out.append((solution, use_feedback))
+    return out
+
+
+def test_the_teacher_rule_is_the_papers_codes():
+    """Our verifiers' feedback, and the same with every success's feedback emptied as the paper's
+    verifiers give it: the paper's rule on the latter is ours (its defaults) on the former."""
+    papers_feedbacks = ["" if r >= 1.0 else f for r, f in zip(REWARDS, FEEDBACKS)]
+    ours = teacher_contexts(REWARDS, FEEDBACKS, 4, Reprompt())
+    assert ours == papers_contexts(REWARDS, papers_feedbacks, 4, threshold=1.0)
+    assert any(f for _, f in ours) and any(s is not None for s, _ in ours)
+    assert ours != teacher_contexts(REWARDS, FEEDBACKS, 4, Reprompt(**TRL_RULE))
+
+
 def test_the_rule_on_literal_rewards():
     """Group 0 (1, 0, 1, 0): the failures and the second success see rollout 0, rollout 0 sees 2.
     Group 2 (0, .5, 1, 1): 10 and 11 see each other. Group 1 has no success."""
@@ -267,15 +444,16 @@ def make_module(policy, **kwargs):
 @pytest.mark.parametrize(
     "kind, reprompt",
     [
-        ("ema", Reprompt()),
-        ("base", Reprompt(environment_feedback_only_without_solution=True)),
-        ("live", Reprompt(include_environment_feedback=False)),
+        ("ema", Reprompt(**TRL_RULE)),
+        ("base", Reprompt(**TRL_RULE | {"environment_feedback_only_without_solution": True})),
+        ("live", Reprompt(**TRL_RULE | {"include_environment_feedback": False})),
     ],
 )
-def test_credit_scores_each_rollout_under_the_teacher_on_trls_teacher_inputs(policy, kind, reprompt):
-    """The teacher's log-probs of each rollout's tokens at the sampling temperature, as a plain
+def test_the_teacher_scores_each_rollout_on_trls_teacher_inputs(policy, kind, reprompt):
+    """The teacher's logits at each distilled token at the sampling temperature, as a plain
     forward pass of the teacher over TRL's teacher row (its padding removed) gives them; the
-    teacher of `ema` and `base` is a model of its own (here made to differ from the policy)."""
+    teacher of `ema` and `base` is a model of its own (here made to differ from the policy). And
+    `credit`'s advantages and statistics are GRPO's and TRL's."""
     module = make_module(
         policy, group_size=4, teacher_model_kind=kind, reprompt=asdict(reprompt), sampling=SamplingArgs(temperature=0.7)
     )
@@ -290,15 +468,58 @@ def test_credit_scores_each_rollout_under_the_teacher_on_trls_teacher_inputs(pol
     grpo = group_advantages(torch.tensor(REWARDS).view(-1, 4)).view(-1, 1) * rollouts.eligible
     torch.testing.assert_close(advantages, grpo)
     assert {k: pytest.approx(v) for k, v in metrics.items()} == {k: stats[k] for k in metrics}
-    scores, distilled = rollouts.token_data["teacher_logprobs"], rollouts.token_data["distilled"]
+    views = module.views_of(rollouts)
+    scores = module.teacher_logits(views)
+    distilled = torch.zeros_like(rollouts.eligible)
+    distilled[views.rows, views.cols] = True
     assert torch.equal(distilled, rollouts.eligible & output["self_distillation_mask"].bool()[:, None])
     for i, row in enumerate(rows):
+        if not distilled[i].any():
+            continue
         n = int(rollouts.eligible[i].sum())
         with torch.no_grad():
-            logits = teacher(input_ids=row[None]).logits[0, -n - 1 : -1] / 0.7
-        expected = selective_log_softmax(logits, row[-n:]) * distilled[i][rollouts.eligible[i]]
-        torch.testing.assert_close(scores[i][rollouts.eligible[i]], expected, rtol=1e-5, atol=1e-5)
-        assert not scores[i][~distilled[i]].any()
+            expected = teacher(input_ids=row[None]).logits[0, -n - 1 : -1] / 0.7
+        torch.testing.assert_close(scores[views.rows == i], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_students_log_probs_and_gradient_are_the_shared_updates(policy):
+    """`score` returns the student's logits for the distillation; its log-probs, and their
+    gradient down to the first layer, are those the shared update computes for every algorithm."""
+    module = make_module(policy, group_size=4, sampling=SamplingArgs(temperature=0.7))
+    rollouts = literal_rollouts(module.tokenizer)
+    grads = []
+    for logprobs in (module.score(rollouts)[0], module.eligible_logprobs(module.policy, rollouts)):
+        module.policy.zero_grad()
+        (logprobs * torch.linspace(-1, 1, logprobs.shape[1])).sum().backward()
+        grads.append([p.grad.clone() for p in module.policy.parameters()])
+    torch.testing.assert_close(module.score(rollouts)[0], module.eligible_logprobs(module.policy, rollouts))
+    for ours, shared in zip(*grads, strict=True):
+        torch.testing.assert_close(ours, shared, rtol=1e-4, atol=1e-5)
+    assert all(g.abs().sum() > 0 for g in grads[0])
+
+
+def test_the_probe_is_the_policys_gain_on_a_success_shown_itself(policy):
+    """Per shown success: log p(y | block holding y, x) - log p(y | x) over its tokens, by plain
+    forward passes on the rendered texts; only successes are read, at most `probe_rollouts`."""
+    module = make_module(policy, group_size=4, probe_rollouts=2, sampling=SamplingArgs(temperature=0.7))
+    model, tokenizer = module.policy, module.tokenizer
+    rollouts = literal_rollouts(tokenizer)
+    gains = []
+    for i in [0, 2]:  # the first two successes
+        prompt, n = PROMPTS[i // 4], int(rollouts.eligible[i].sum())
+        ids = rollouts.input_ids[i][rollouts.attention_mask[i].bool()]
+        block = tokenizer(render_context(module.reprompt, rollouts.completions[i], None), add_special_tokens=False)
+        read = torch.cat([torch.tensor(block.input_ids), ids])
+        assert tokenizer.decode(ids[:-n]) == prompt
+        with torch.no_grad():
+            for row, sign in ((read, 1), (ids, -1)):
+                logits = model(input_ids=row[None]).logits[0, -n - 1 : -1] / 0.7
+                gains.append(sign * selective_log_softmax(logits, row[-n:]))
+    expected = torch.cat([gains[0] + gains[1], gains[2] + gains[3]]).mean()
+    probe = module.diagnostics(rollouts)["self_distillation/probe_logprob_gain"]
+    assert probe == pytest.approx(float(expected), abs=1e-5)
+    rollouts.verdicts = [Verdict(0.0, "") for _ in rollouts.verdicts]
+    assert math.isnan(module.diagnostics(rollouts)["self_distillation/probe_logprob_gain"])
 
 
 # ---- the EMA teacher
@@ -349,12 +570,14 @@ def test_live_teacher_is_the_policy_and_adds_no_weights(policy):
     [
         ({"distillation_weight": 1.5}, "distillation_weight: must be in [0, 1]"),
         ({"distillation_weight": -0.1}, "distillation_weight: must be in [0, 1]"),
-        ({"distillation_is_clip": 0.0}, "distillation_is_clip: must be > 0"),
+        ({"distillation_is_clip": 0.5}, "distillation_is_clip: must be >= 1"),
         ({"teacher_update_rate": 0.0}, "teacher_update_rate: must be in (0, 1]"),
         ({"teacher_update_rate": 1.5}, "teacher_update_rate: must be in (0, 1]"),
         ({"teacher_sync_steps": 0}, "teacher_sync_steps: must be >= 1"),
         ({"scoring_tokens": 0}, "scoring_tokens: must be >= 1"),
         ({"group_size": 1}, "group_size: must be >= 2 (got 1)"),
+        ({"distillation_mode": "sampled_token"}, "distillation_alpha: sampled_token is the reverse KL alone"),
+        ({"distillation_alpha": 1.5}, "distillation_alpha: must be in [0, 1]"),
         ({"reprompt": {"max_reprompt_len": 0}}, "max_reprompt_len: must be >= 1"),
         ({"reprompt": {"success_reward_threshold": 2.0}}, "success_reward_threshold: must be in [0, 1]"),
         ({"reprompt": {"reprompt_template": "{prompt}{solution}"}}, "reprompt_template: must end with {prompt}"),
@@ -382,13 +605,120 @@ def test_a_bad_argument_in_the_yaml_is_one_line_naming_it_exit_2(tmp_path, capsy
     assert "algorithms.sdpo.init_args.reprompt.max_reprompt_len: must be >= 1 (got 0)" in err and err.count("\n") == 1
 
 
-def test_defaults_are_trls_but_for_the_feedback_and_the_wording():
+PAPERS_DEFAULTS = {
+    # lasgroup/SDPO at 0e6d510: verl/trainer/config/actor/actor.yaml `self_distillation` and
+    # `loss_agg_mode`; verl/trainer/config/sdpo.yaml sets `policy_loss.loss_mode: sdpo` (the
+    # distillation alone) and is_clip 2.0
+    "full_logit_distillation": True,
+    "distillation_topk": 100,
+    "distillation_add_tail": True,
+    "alpha": 0.5,
+    "success_reward_threshold": 0.5,
+    "teacher_regularization": "ema",
+    "teacher_update_rate": 0.05,
+    "max_reprompt_len": 10240,
+    "dont_reprompt_on_self_success": True,
+    "include_environment_feedback": True,
+    "environment_feedback_only_without_solution": True,
+    "is_clip": 2.0,
+    "loss_agg_mode": "token-mean",
+}
+
+
+def test_defaults_are_the_papers_code_and_trls_are_settings():
+    own = {k: p.default for k, p in inspect.signature(SDPO.__init__).parameters.items()}
+    reprompt = Reprompt()
+    paper = PAPERS_DEFAULTS
+    assert own["distillation_mode"] == "topk_logits" and paper["full_logit_distillation"]
+    assert own["distillation_topk"] == paper["distillation_topk"]
+    assert own["distillation_add_tail"] == paper["distillation_add_tail"]
+    assert own["distillation_alpha"] == paper["alpha"] and own["distillation_is_clip"] == paper["is_clip"]
+    assert own["distillation_aggregation"] == paper["loss_agg_mode"] and own["distillation_weight"] == 1.0
+    assert own["teacher_model_kind"] == paper["teacher_regularization"]
+    assert own["teacher_update_rate"] == paper["teacher_update_rate"]
+    for name in (
+        "max_reprompt_len",
+        "dont_reprompt_on_self_success",
+        "include_environment_feedback",
+        "environment_feedback_only_without_solution",
+    ):
+        assert getattr(reprompt, name) == paper[name], name
+    # the threshold is `solved`'s, the same as the paper's 0.5 on a 0/1 reward
+    assert reprompt.success_reward_threshold == 1.0 and not reprompt.feedback_on_success
+    # the settings the TRL tests above run at are TRL's defaults
     trl = {f.name: f.default for f in fields(SDPOConfig)}
-    own = {k: p.default for k, p in inspect.signature(SDPO.__init__).parameters.items() if k in trl}
-    reprompt = {k: v for k, v in asdict(Reprompt()).items() if k in trl and not k.endswith("_template")}
-    assert reprompt.pop("include_environment_feedback") and not trl["include_environment_feedback"]
-    assert len(own) == 6 and len(reprompt) == 5 and own | reprompt == {k: trl[k] for k in own | reprompt}
+    assert {k: v for k, v in settings().items() if k in trl} == {k: trl[k] for k in settings() if k in trl}
+    assert {k: trl[k] for k in TRL_RULE if k in trl} == {"environment_feedback_only_without_solution": False}
     SDPO.check_args(own)
+
+
+# ---- the warm start's teacher examples
+
+
+def test_a_teacher_example_shows_a_solution_or_a_failures_feedback_and_labels_the_completion(policy):
+    """Each example: block + prompt unlabelled; the completion the demonstration (its block the
+    demonstration as the solution) or a corrupted attempt labelled with its own tokens but the
+    first wrong one, which is the demonstration's (its block the solution or the attempt's
+    feedback, never both). All three kinds occur."""
+    import random
+
+    from algorithms.sdpo import teacher_example
+
+    _, tokenizer = policy
+    task, reprompt, rng = MathTask(train_size=40, eval_size=2), Reprompt(), random.Random(0)
+    kinds = set()
+    for problem in task.train_problems():
+        ids, labels = teacher_example(task, problem, tokenizer, reprompt, rng)
+        start = next(i for i, label in enumerate(labels) if label != -100)
+        text = tokenizer.decode(ids[:start])
+        assert text.endswith(problem.prompt)
+        block = text.removesuffix(problem.prompt)
+        right = tokenizer(problem.demonstration, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        realized = ids[start:]
+        if realized == right:
+            assert labels[start:] == right and block == render_context(reprompt, problem.demonstration, None)
+            kinds.add("copy")
+            continue
+        attempt = tokenizer.decode(realized[:-1])
+        assert task.verify(problem, attempt).reward == 0.0
+        slip = next(i for i, (a, b) in enumerate(zip(realized, right)) if a != b)
+        assert labels[start:] == realized[:slip] + [right[slip]] + realized[slip + 1 :]
+        if block == render_context(reprompt, problem.demonstration, None):
+            kinds.add("solution")
+        else:
+            assert block == render_context(reprompt, None, task.verify(problem, attempt).feedback)
+            kinds.add("feedback")
+    assert kinds == {"copy", "solution", "feedback"}
+
+
+def test_teacher_examples_take_their_share_of_the_warm_start_and_none_leaves_it_as_it_was(policy):
+    import itertools
+
+    from harness.models import Demonstrations, warm_start_key
+    from harness.settings import WarmStartArgs
+
+    _, tokenizer = policy
+    task = MathTask(train_size=200, eval_size=2)
+    marker = tokenizer("Correctly solve the original question.", add_special_tokens=False).input_ids
+
+    def lines(**kwargs):  # 8 batches of 32 examples, as run (packed or padded)
+        data = Demonstrations(task, tokenizer, 32, 0, hindsight_fraction=0.3, **kwargs)
+        return [
+            ids
+            for batch in itertools.islice(iter(data), 8)
+            for part in batch["parts"]
+            for ids in part["input_ids"].tolist()
+        ]
+
+    def teaching(lines):  # the examples in the teacher's layout: one block each
+        return sum(ids[i : i + len(marker)] == marker for ids in lines for i in range(len(ids)))
+
+    assert lines() == lines(teacher_fraction=0.0) and teaching(lines()) == 0
+    assert 0.3 < teaching(lines(teacher_fraction=0.4)) / 256 < 0.5
+    assert warm_start_key(WarmStartArgs()) == warm_start_key(WarmStartArgs(teacher_fraction=0.0))
+    assert warm_start_key(WarmStartArgs()) != warm_start_key(WarmStartArgs(teacher_fraction=0.2))
+    with pytest.raises(ValueError, match="teacher_fraction: hindsight_fraction \\+ teacher_fraction must be <= 1"):
+        WarmStartArgs(hindsight_fraction=0.6, teacher_fraction=0.5)
 
 
 # ---- end to end
