@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from algorithms.fidelity import on_span, step_fidelity, token_spans
+from algorithms.fidelity import eligible_spans, on_span, step_fidelity
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
@@ -272,9 +272,7 @@ class RLVRModule(L.LightningModule):
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
             ids = rollouts.input_ids[i][eligible].tolist()
-            errors = (
-                None if self.task.multi_turn else self.task.error_spans(rollouts.problems[i], rollouts.completions[i])
-            )
+            errors = self.task.error_spans(rollouts.problems[i], rollouts.completions[i])
             rows.append(
                 {
                     "step": self.rl_step + 1,
@@ -290,7 +288,9 @@ class RLVRModule(L.LightningModule):
                     "token_weights": None if weights is None else weights[i][eligible].float().tolist(),
                     # where the task locates the error (Task.error_spans): the step, and its tokens
                     "error_step": None if errors is None else rollouts.completions[i][slice(*errors.first)],
-                    "error_tokens": None if errors is None else on_span(token_spans(self.tokenizer, ids), errors.first),
+                    "error_tokens": None
+                    if errors is None
+                    else on_span(eligible_spans(self.tokenizer, rollouts, i, self.task.multi_turn), errors.first),
                 }
             )
         return rows

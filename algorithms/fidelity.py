@@ -13,7 +13,8 @@ with A_t its tokens' advantages:
 
 A credit that is the same on every token (GRPO's, RLOO's) has a lift of exactly 1: it cannot tell
 the error from the rest. A lift above 1 on failures puts the blame on the error; on successes a
-lift above 1 reinforces it. A token belongs to the step when its characters overlap the step's.
+lift above 1 reinforces it. A token belongs to the step when its characters overlap the step's;
+on a multi-turn task every token of a command belongs to its turn (`turn_spans`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,33 @@ def token_spans(tokenizer, token_ids: Sequence[int]) -> list[Span]:
         spans.append((end, length))
         end = length
     return spans
+
+
+def turn_spans(tokenizer, token_ids: Sequence[int], eligible: Sequence[bool]) -> list[Span]:
+    """Each eligible token's span in a multi-turn completion (`token_ids` from its first eligible
+    token): the whole command it belongs to, a run of eligible tokens, as the text decoded up to
+    the run's start and end has it. An error there is a turn's, so a command is the finest unit
+    that counts; two decodes a turn instead of one a token."""
+    spans, start = [], None
+    for k, keep in enumerate([*eligible, False]):
+        if keep and start is None:
+            start = k
+        elif not keep and start is not None:
+            text = tokenizer.decode(list(token_ids[:start]), skip_special_tokens=True)
+            whole = tokenizer.decode(list(token_ids[:k]), skip_special_tokens=True)
+            spans += [(len(text), len(whole))] * (k - start)
+            start = None
+    return spans
+
+
+def eligible_spans(tokenizer, rollouts, row: int, multi_turn: bool) -> list[Span]:
+    """The character spans, in the row's completion, of its eligible tokens in order."""
+    eligible = rollouts.eligible[row]
+    if not multi_turn:
+        return token_spans(tokenizer, rollouts.input_ids[row][eligible].tolist())
+    cols = eligible.nonzero().flatten().tolist()
+    first, last = cols[0], cols[-1] + 1
+    return turn_spans(tokenizer, rollouts.input_ids[row][first:last].tolist(), eligible[first:last].tolist())
 
 
 def on_span(spans: Sequence[Span], span: Span) -> list[bool]:
@@ -72,15 +100,19 @@ def fidelity(
 SAMPLE = 32
 """Rollouts a step whose errors are located and whose credit is read: the first this many, in the
 step's order (a fixed share of its cost whatever the algorithm's rollouts a step)."""
+MULTI_TURN_SAMPLE = 8
+"""The same for a multi-turn task, whose errors cost a replay and a plan a turn (ALFWorld's)."""
 
 
-def step_fidelity(task, rollouts, advantages, tokenizer, sample: int = SAMPLE) -> dict[str, float]:
+def step_fidelity(task, rollouts, advantages, tokenizer, sample: int | None = None) -> dict[str, float]:
     """The step's figures, each the mean over the first `sample` rollouts that have it (NaN where
-    none has), under `credit/...`, with `credit/fidelity_rollouts` (how many were read). Empty
-    where the task locates no errors (`Task.error_spans` not given) or is multi-turn (whose
-    error is a turn's)."""
-    if task.multi_turn or type(task).error_spans is Task.error_spans:
+    none has; by default `SAMPLE`, `MULTI_TURN_SAMPLE` for a multi-turn task), under
+    `credit/...`, with `credit/fidelity_rollouts` (how many were read). Empty where the task
+    locates no errors (`Task.error_spans` not given)."""
+    if type(task).error_spans is Task.error_spans:
         return {}
+    if sample is None:
+        sample = MULTI_TURN_SAMPLE if task.multi_turn else SAMPLE
     figures: dict[str, list[float]] = {}
     read = 0
     for row in range(len(rollouts)):
@@ -91,7 +123,7 @@ def step_fidelity(task, rollouts, advantages, tokenizer, sample: int = SAMPLE) -
             continue
         read += 1
         eligible = rollouts.eligible[row]
-        spans = token_spans(tokenizer, rollouts.input_ids[row][eligible].tolist())
+        spans = eligible_spans(tokenizer, rollouts, row, task.multi_turn)
         own = fidelity(advantages[row][eligible].tolist(), spans, errors, bool(solved(rollouts.rewards[row])))
         for key, value in own.items():
             figures.setdefault(key, []).append(value)

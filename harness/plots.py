@@ -3,9 +3,11 @@ gradient norms with exact zeros marked (the records GRPO loses to saturated grou
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -95,7 +97,51 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     written.append(save(fig, suite_dir / "grad_norms.png"))
+    if any("credit/blame_lift" in metrics.columns for _, metrics, _ in runs):
+        written.append(fidelity_plot(suite_dir, runs, colour, style))
     return written
+
+
+def fidelity_plot(suite_dir: Path, runs: list[Run], colour: dict, style: dict) -> Path:
+    """Credit fidelity over steps (docs/results.md): the lift of blame on failures' first wrong
+    step and of praise on successes' wrong steps, each a 10-step mean of the steps that recorded
+    it; 1 is uniform credit."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    figures = [
+        ("credit/blame_lift", "blame on the error, lift over uniform"),
+        ("credit/reinforced_lift", "praise on a success's error, lift over uniform"),
+    ]
+    for ax, (column, title) in zip(axes, figures):
+        for algorithm in colour:
+            mine = [m for info, m, _ in runs if info["algorithm"] == algorithm and column in m.columns]
+            curves = [
+                m[column].fill_nan(None).rolling_mean(10, min_samples=1).fill_null(np.nan).to_numpy() for m in mine
+            ]
+            for curve in curves:
+                ax.plot(range(1, len(curve) + 1), curve, color=colour[algorithm], alpha=0.25, lw=0.8)
+            if curves and len({len(c) for c in curves}) == 1:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # a step no seed recorded: NaN
+                    means = np.nanmean(np.stack(curves), axis=0)
+                ax.plot(
+                    range(1, len(means) + 1),
+                    means,
+                    color=colour[algorithm],
+                    lw=2,
+                    ls=style[algorithm][0],
+                    label=f"{algorithm} (mean of {len(curves)})",
+                )
+        ax.axhline(1.0, color="grey", lw=1, ls=":")
+        (
+            ax.set_title(title, fontsize=10),
+            ax.set_xlabel("step"),
+            ax.set_ylabel("lift (10-step mean)"),
+            ax.grid(alpha=0.3),
+        )
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{suite_dir.name}: where the credit lands (1 = uniform, as GRPO's)")
+    fig.tight_layout()
+    return save(fig, suite_dir / "fidelity.png")
 
 
 def accuracy_band(evals: list[pl.DataFrame]) -> tuple[list[float], list[float]] | None:

@@ -464,8 +464,8 @@ MUTANTS = [
     (
         "hp-rlvr: warm-start slip left uncorrected",
         "algorithms/hp_rlvr.py",
-        "targets = realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]",
-        "targets = realized",
+        "    return realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]",
+        "    return realized",
         ALGORITHMS,
     ),
     # PPO
@@ -1135,8 +1135,8 @@ MUTANTS = [
     (
         "zoo: sdpo: the teacher scores at T = 1",
         "algorithms/sdpo.py",
-        "realized[at][None], self.sampling.temperature)[0]",
-        "realized[at][None])[0]",
+        "model, views.input_ids, views.attention_mask, rows, cols, self.sampling.temperature, self.scoring_tokens",
+        "model, views.input_ids, views.attention_mask, rows, cols, 1.0, self.scoring_tokens",
         SDPO,
     ),
     (
@@ -1153,11 +1153,68 @@ MUTANTS = [
         "        if self.teacher is not None:\n            optimizers[0]",
         SDPO,
     ),
+    # #50: SDPO as the paper's code builds it, TRL's as settings
     (
-        "zoo: sdpo: distillation loss a token-mean, not a mean over rollouts",
+        "sdpo: the aggregations swapped",
         "algorithms/sdpo.py",
-        "return masked_mean(per_token, distilled, -1).mean(), masked_mean",
-        "return masked_mean(per_token, distilled), masked_mean",
+        '    if aggregation == "token-mean":',
+        '    if aggregation == "sequence-mean":',
+        SDPO,
+    ),
+    (
+        "sdpo: the divergence's weights swapped",
+        "algorithms/sdpo.py",
+        "return ((1 - alpha) * to_mixture(student) + alpha * to_mixture(teacher)).sum(-1)",
+        "return (alpha * to_mixture(student) + (1 - alpha) * to_mixture(teacher)).sum(-1)",
+        SDPO,
+    ),
+    (
+        "sdpo: the top k renormalised instead of a tail bucket",
+        "algorithms/sdpo.py",
+        "            student, teacher = with_tail(student), with_tail(teacher)",
+        "            student, teacher = student.log_softmax(-1), teacher.log_softmax(-1)",
+        SDPO,
+    ),
+    (
+        "sdpo: the support is the teacher's top k",
+        "algorithms/sdpo.py",
+        "support = student_logits.detach().topk(",
+        "support = teacher_logits.detach().topk(",
+        SDPO,
+    ),
+    (
+        "sdpo: feedback shown beside a solution, not without one",
+        "algorithms/sdpo.py",
+        "and not (reprompt.environment_feedback_only_without_solution and solution is not None)",
+        "and not (reprompt.environment_feedback_only_without_solution and solution is None)",
+        SDPO,
+    ),
+    (
+        "sdpo: a success's feedback shown",
+        "algorithms/sdpo.py",
+        "and (reprompt.feedback_on_success or rewards[i] < reprompt.success_reward_threshold)",
+        "and (reprompt.feedback_on_success or rewards[i] <= 1.0)",
+        SDPO,
+    ),
+    (
+        "sdpo: the probe's block holds the feedback too",
+        "algorithms/sdpo.py",
+        "contexts = [(i, False) if i in shown else (None, False) for i in range(len(rollouts))]",
+        "contexts = [(i, True) if i in shown else (None, False) for i in range(len(rollouts))]",
+        SDPO,
+    ),
+    (
+        "sdpo: a teacher example's wrong token labelled as written",
+        "algorithms/sdpo.py",
+        "        targets = corrected_targets(realized, right)",
+        "        targets = realized",
+        SDPO,
+    ),
+    (
+        "sdpo: teacher examples take the hindsight examples' share",
+        "harness/models.py",
+        "elif layout_draw < self.hindsight_fraction + self.teacher_fraction:",
+        "elif layout_draw < self.teacher_fraction:",
         SDPO,
     ),
     # #36: the reference's name, intervals as [low, high], one rule for relative paths

@@ -238,3 +238,89 @@ def test_the_warm_start_batches_are_those_of_the_tokenizer_without_its_memo(task
     memoised = batches(task, tokenizer, 6, segments=4)
     monkeypatch.setattr(harness.models, "TokenMemo", lambda tokenizer: tokenizer)
     assert batches(task, tokenizer, 6, segments=4) == memoised
+
+
+def played(task, problem, commands: list[str]) -> str:
+    """The completion a rollout sending `commands` would have: each command, its newline and the
+    game's answer, as the task's rollout writes them."""
+    from tasks.alfworld.env import AlfworldEnv
+    from tasks.alfworld.task import answer_text
+
+    env = AlfworldEnv(max_steps=task.max_turns, list_help=False)
+    env.reset(task.games[problem.id])
+    text = ""
+    for command in commands:
+        result = env.step(command)
+        text += command + "\n" + answer_text(result.observation, result.done, result.admissible, task.show_admissible)
+        if result.done:
+            break
+    return text
+
+
+def test_error_spans_are_the_commands_that_leave_every_shortest_plan(task):
+    """On each game: its shortest plan has no wrong command; a detour first is the first error
+    (and the only one: the plan goes on from there); a command the game refuses is one; every
+    span is its command's text in the completion."""
+    from tasks.alfworld.task import planning_environment
+
+    env = planning_environment(task.max_turns)
+    checked = 0
+    for problem in task.train_problems():
+        env.reset(task.games[problem.id])
+        plan = list(env.plan)
+        if len(plan) + 1 > task.max_turns:
+            continue
+        assert task.error_spans(problem, played(task, problem, plan)) is None
+        elsewhere = next(
+            c for c in env.admissible if c.startswith("go to ") and c != plan[0] and c not in plan
+        )
+        detour = played(task, problem, [elsewhere, *plan])
+        errors = task.error_spans(problem, detour)
+        assert detour[slice(*errors.first)] == elsewhere and errors.wrong == (errors.first,)
+        refused = played(task, problem, [plan[0], "jump over the fridge", *plan[1:]])
+        errors = task.error_spans(problem, refused)
+        assert refused[slice(*errors.first)] == "jump over the fridge" and len(errors.wrong) == 1
+        checked += 1
+    assert checked >= 3
+
+
+def test_a_steps_fidelity_reads_an_episodes_turns(task, tiny_dir):
+    """An episode with a detour first, as a token row (commands eligible, answers not), through
+    the step's own path: blame on the detour's tokens alone is all on the error, uniform blame
+    has a lift of exactly 1, and every token of the detour command counts as on it."""
+    from algorithms.fidelity import eligible_spans, on_span, step_fidelity
+    from rollout.batch import Rollouts, Verdict
+    from tasks.alfworld.task import planning_environment
+
+    _, tokenizer = load_policy(tiny_dir)
+    problem = task.train_problems()[0]
+    env = planning_environment(task.max_turns)
+    env.reset(task.games[problem.id])
+    plan = list(env.plan)
+    elsewhere = next(c for c in env.admissible if c.startswith("go to ") and c not in plan)
+    completion = played(task, problem, [elsewhere, *plan[:2]])
+    ids, eligible = tokenizer(problem.prompt, add_special_tokens=False).input_ids, []
+    eligible = [False] * len(ids)
+    for command, answer in split_demonstration(completion):
+        for piece, keep in ((command + "\n", True), (answer, False)):
+            piece_ids = tokenizer(piece, add_special_tokens=False).input_ids
+            ids, eligible = ids + piece_ids, eligible + [keep] * len(piece_ids)
+    rollouts = Rollouts(
+        problems=[problem],
+        input_ids=torch.tensor([ids]),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        eligible=torch.tensor([eligible]),
+        sample_logprobs=torch.zeros(1, len(ids)),
+        completions=[completion],
+    )
+    rollouts.verdicts = [Verdict(0.0, "not won")]
+    errors = task.error_spans(problem, completion)
+    on = on_span(eligible_spans(tokenizer, rollouts, 0, multi_turn=True), errors.first)
+    detour_tokens = len(tokenizer(elsewhere + "\n", add_special_tokens=False).input_ids)
+    assert on == [True] * detour_tokens + [False] * (len(on) - detour_tokens)
+    uniform = -rollouts.eligible.float()
+    assert step_fidelity(task, rollouts, uniform, tokenizer)["credit/blame_lift"] == 1.0
+    focused = torch.zeros_like(uniform)
+    focused[0, rollouts.eligible[0].nonzero().view(-1)[torch.tensor(on)]] = -1.0
+    stats = step_fidelity(task, rollouts, focused, tokenizer)
+    assert stats["credit/blame_on_error"] == 1.0 and stats["credit/fidelity_rollouts"] == 1.0

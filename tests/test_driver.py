@@ -290,6 +290,7 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
     assert sorted(p.name for p in suite_dir.iterdir() if not p.name.startswith(".")) == [
         "curves.png",
         "evaluations.parquet",
+        "fidelity.png",  # math locates errors: credit fidelity over steps
         "grad_norms.png",
         "leaderboard.md",
         "leaderboard.parquet",

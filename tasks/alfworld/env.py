@@ -37,9 +37,12 @@ class AlfworldEnv:
     them off (for comparisons; it slows every env in the process).
 
     list_help=False leaves "help" out of the admissible commands (ALFWorld lists it everywhere;
-    its answer is a 800-character manual). The engine still answers it if it is sent."""
+    its answer is a 800-character manual). The engine still answers it if it is sent.
 
-    def __init__(self, max_steps: int = 50, fast: bool = True, list_help: bool = True) -> None:
+    plans=True asks the game's own planner (TextWorld's fast-downward `replan`) for a shortest
+    plan from every state reached: `plan` after each reset and step (a few milliseconds each)."""
+
+    def __init__(self, max_steps: int = 50, fast: bool = True, list_help: bool = True, plans: bool = False) -> None:
         _alfworld()  # a clear error if the extra is missing
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
@@ -50,7 +53,10 @@ class AlfworldEnv:
         self.list_help = list_help
         set_speedups(fast)
         pddl_env = _fast_pddl_env() if fast else PddlEnv
-        self._env = AlfredDemangler(pddl_env(textworld.EnvInfos(admissible_commands=True, won=True)))
+        infos = textworld.EnvInfos(admissible_commands=True, won=True, policy_commands=plans)
+        self._env = AlfredDemangler(pddl_env(infos))
+        self.plans = plans
+        self.plan: list[str] | None = None
         self._loaded: str | None = None
         self._games = _LRU(256)  # game file contents, by path
         self.task = ""
@@ -85,6 +91,7 @@ class AlfworldEnv:
         self.task = task.strip().removesuffix(".")
         self.steps, self.won, self.done = 0, bool(state["won"]), False
         self.admissible = self._admissible(state)
+        self.plan = self._plan(state)
         return ResetResult(observation, self.task, list(self.admissible))
 
     def step(self, command: str) -> StepResult:
@@ -96,7 +103,16 @@ class AlfworldEnv:
         self.won = bool(state["won"])
         self.done = self.won or self.steps >= self.max_steps
         self.admissible = self._admissible(state)
+        self.plan = self._plan(state)
         return StepResult(state.feedback.strip(), self.done, self.won, list(self.admissible))
+
+    def _plan(self, state: Any) -> list[str] | None:
+        """A shortest plan from `state` ([] once won; None without `plans` or where none exists)."""
+        if not self.plans:
+            return None
+        if self.won:
+            return []
+        return list(state["policy_commands"] or []) or None
 
     def _admissible(self, state: Any) -> list[str]:
         commands = list(state["admissible_commands"])

@@ -51,7 +51,7 @@ from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
 from tasks.alfworld.pool import EnvPool
 from tasks.alfworld.search import searched
-from tasks.base import Problem, Task, Verdict
+from tasks.base import ErrorSpans, Problem, Task, Verdict
 
 if TYPE_CHECKING:
     from rollout.batch import Rollouts
@@ -344,6 +344,33 @@ class AlfworldTask(Task):
         """The outcomes the environment gave while the episodes were played."""
         return list(rollouts.verdicts)
 
+    def error_spans(self, problem: Problem, completion: str) -> ErrorSpans | None:
+        """The commands that leave every shortest plan, by the game's own planner from each state
+        reached (`AlfworldEnv(plans=True)`): a command after which the fewest turns to a win did
+        not fall by one (a detour, a look in the wrong place, a command the game refuses). The
+        first is where the episode went wrong: after it, and after the turns it wastes, the game
+        can no longer be won within its limit in as few turns as at the start. The planner sees
+        the whole state; a policy must look for objects, so a search that a player could not
+        avoid counts as wrong too. None where none is wrong, or where the game could not be won
+        within the turn limit from its start."""
+        env = planning_environment(self.max_turns)
+        env.reset(self.games[problem.id])
+        if env.plan is None or len(env.plan) > self.max_turns:
+            return None
+        remaining, wrong, at = len(env.plan), [], 0
+        for command, answer in split_demonstration(completion):
+            start = completion.find(command, at)  # at a command's start, or just before it
+            end = start + len(command)
+            at = end + len(answer)
+            if env.done:
+                break
+            env.step(command.strip() or "look")  # as the rollout sent it
+            after = len(env.plan) if env.plan is not None else self.max_turns + 1
+            if after >= remaining:
+                wrong.append((start, end))
+            remaining = after
+        return ErrorSpans(wrong[0], tuple(wrong)) if wrong else None
+
     def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
         """Warm-start examples ask for the demonstrations' verdicts again and again: those were
         recorded when the demonstrations were played; anything else is replayed once."""
@@ -381,6 +408,12 @@ def environments(count: int, max_turns: int) -> list[AlfworldEnv]:
     for env in _ENVIRONMENTS[:count]:
         env.max_steps = max_turns
     return _ENVIRONMENTS[:count]
+
+
+@functools.cache
+def planning_environment(max_turns: int) -> AlfworldEnv:
+    """An engine that plans from every state (`error_spans`'), made once per process."""
+    return AlfworldEnv(max_steps=max_turns, list_help=False, plans=True)
 
 
 def rollout_pool(processes: int, max_turns: int) -> EnvPool:
