@@ -23,6 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("config", type=Path)
     run.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="settings over the file's, checked as the file's: schedule.steps=10 (every suite), "
+        "SUITE/seeds=[0] (one suite), algorithms.grpo.init_args.group_size=4; the value is YAML",
+    )
+    run.add_argument(
         "--results",
         type=Path,
         default=Path("runs"),
@@ -135,7 +142,15 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--limit", type=int, default=8, help="at most this many (default 8)")
     settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
     settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "run":  # overrides may follow the options too
+        args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
+        extra = [e for e in extra if e not in args.overrides]
+    if extra:
+        hint = ""
+        if any(e.startswith("--") for e in extra) and args.command == "run":
+            hint = f" (a suite's settings go as KEY=VALUE after the config, e.g. schedule.steps=3; {run.prog} -h lists the options)"
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
     if args.command == "show":
         from harness.show import show as shown
@@ -225,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         # --list needs only the file: the classes (and torch, Lightning) load when something runs
-        benchmark = load_benchmark(args.config, classes=not (args.command == "run" and args.list))
+        benchmark = load_benchmark(
+            args.config,
+            classes=not (args.command == "run" and args.list),
+            overrides=getattr(args, "overrides", ()),
+        )
     except ConfigError as error:
         print(f"error: {args.config}: {error}", file=sys.stderr)
         return 2
@@ -272,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         logs = args.slurm_logs or args.results / "slurm"
-        jobs = submit(args.config, planned, args.results, args.cluster, params, logs)
+        jobs = submit(args.config, planned, args.results, args.cluster, params, logs, args.overrides)
         for run, job in jobs:
             print(f"{run.id}: job {job.job_id}")
         print(f"submitted {len(jobs)} jobs; their logs in {logs}, their runs in {args.results}")

@@ -26,6 +26,7 @@ import os
 import pkgutil
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
@@ -624,9 +625,60 @@ _Loader.add_implicit_resolver(
 )
 
 
-def load_benchmark(path: str | Path, classes: bool = True) -> Benchmark:
+def unshared(value: Any) -> Any:
+    """A copy of parsed YAML in which no mapping or list is shared: an anchor's mapping appears
+    once per use, so that an override of one suite's value changes no other."""
+    if isinstance(value, dict):
+        return {k: unshared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unshared(v) for v in value]
+    return value
+
+
+def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
+    """The config with each `KEY=VALUE` set, as Hydra's and LightningCLI's command-line overrides
+    are: a dotted key into every suite (`schedule.steps=10`, `algorithms.grpo.init_args.group_size=4`),
+    `SUITE/key` into one suite, `cache_dir` at the top; the value read as YAML (`[0, 1]`, `3e-5`,
+    `null`). The file's own checks then apply to the result."""
+    raw = unshared(raw)
+    for text in overrides:
+        key, equals, value_text = text.partition("=")
+        if not equals or not key:
+            raise ConfigError(f"{text}: an override is KEY=VALUE (e.g. schedule.steps=10)")
+        try:
+            value = yaml.load(value_text, Loader=_Loader) if value_text.strip() else None
+        except yaml.YAMLError:
+            raise ConfigError(f"{key}: the override's value {value_text!r} is not valid YAML") from None
+        if key == "cache_dir":
+            raw["cache_dir"] = value
+            continue
+        name, slash, dotted = key.rpartition("/")
+        parts = dotted.split(".")
+        if not all(parts):
+            raise ConfigError(f"{key}: an override's key is dotted names (e.g. model.warm_start.steps)")
+        suites = [s for s in raw["suites"] if isinstance(s, dict) and (not slash or s.get("name") == name)]
+        if slash and not suites:
+            names = ", ".join(str(s.get("name")) for s in raw["suites"] if isinstance(s, dict))
+            raise ConfigError(
+                f"{key}: no suite named {name!r}{_did_you_mean(name, names.split(', '))} (the file has: {names})"
+            )
+        for suite in suites:
+            node = suite
+            for depth, part in enumerate(parts[:-1]):
+                if node.get(part) is None:
+                    node[part] = {}
+                if not isinstance(node[part], dict):
+                    held = ".".join(parts[: depth + 1])
+                    raise ConfigError(f"{key}: {held} is {node[part]!r} in suite {suite.get('name')!r}, not a mapping")
+                node = node[part]
+            node[parts[-1]] = value
+    return raw
+
+
+def load_benchmark(path: str | Path, classes: bool = True, overrides: Sequence[str] = ()) -> Benchmark:
     """The benchmark file, checked: first what the file alone says (without importing torch or
-    any task or algorithm: `--list` stops there), then, with `classes`, each suite's classes."""
+    any task or algorithm: `--list` stops there), then, with `classes`, each suite's classes.
+    `overrides`: `KEY=VALUE` settings applied to the file first (`apply_overrides`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config: no such file: {path}")
@@ -643,13 +695,21 @@ def load_benchmark(path: str | Path, classes: bool = True) -> Benchmark:
             raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir, or x-... for anchors)")
     if not isinstance(raw["suites"], list) or not raw["suites"]:
         raise ConfigError("suites: expected a non-empty list")
+    if overrides:
+        raw = apply_overrides(raw, overrides)
     importable_beside(path)
-    suites = [parse_suite(s, f"suites[{i}]", path.parent) for i, s in enumerate(raw["suites"])]
-    names = [s.name for s in suites]
-    if len(set(names)) != len(names):
-        raise ConfigError("suites: two suites share a name")
-    if classes:
-        for i, suite in enumerate(suites):
-            check_classes(suite, f"suites[{i}]")
+    try:
+        suites = [parse_suite(s, f"suites[{i}]", path.parent) for i, s in enumerate(raw["suites"])]
+        names = [s.name for s in suites]
+        if len(set(names)) != len(names):
+            raise ConfigError("suites: two suites share a name")
+        if classes:
+            for i, suite in enumerate(suites):
+                check_classes(suite, f"suites[{i}]")
+    except ConfigError as error:
+        named = [o for o in overrides if f".{o.partition('=')[0].rpartition('/')[2]}" in str(error)]
+        if named:  # the value came from the command line, not the file
+            raise ConfigError(f"{error} (set by the override {named[0]})") from None
+        raise
     cache = Path(raw.get("cache_dir", ".cache"))
     return Benchmark(suites, cache if cache.is_absolute() else path.parent / cache)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from itertools import groupby
 from pathlib import Path
 
@@ -40,9 +41,16 @@ def parse_params(pairs: list[str]) -> dict:
 
 
 def submit(
-    config: Path, runs: list[PlannedRun], results: Path, cluster: str, params: dict, logs: Path
+    config: Path,
+    runs: list[PlannedRun],
+    results: Path,
+    cluster: str,
+    params: dict,
+    logs: Path,
+    overrides: Sequence[str] = (),
 ) -> list[tuple[PlannedRun, object]]:
-    """Submit one job a run (a job array a shape of run: processes a node, nodes); (run, its job) each."""
+    """Submit one job a run (a job array a shape of run: processes a node, nodes); (run, its job)
+    each. Each job reads the config with the same `overrides`."""
     try:
         import submitit
     except ModuleNotFoundError:
@@ -58,7 +66,8 @@ def submit(
         # under SLURM each process is a task that Lightning joins; locally Lightning starts its own
         tasks = devices if cluster != "local" else 1
         executor.update_parameters(tasks_per_node=tasks, nodes=nodes if cluster != "local" else 1)
-        command = [sys.executable, "-m", "harness", "run", str(config.resolve()), "--results", str(results.resolve())]
+        command = [sys.executable, "-m", "harness", "run", str(config.resolve()), *overrides]
+        command += ["--results", str(results.resolve())]
         with executor.batch():
             submitted = [executor.submit(CommandFunction(command + ["--run", r.id], cwd=os.getcwd())) for r in group]
         jobs += list(zip(group, submitted))
