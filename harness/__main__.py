@@ -172,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def machine_refuses(suites) -> bool:
         """Check the suites that will run here against this machine; print warnings and any error."""
+        first = os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
         for suite in suites:
             try:
                 for warning in check_machine(suite, f"suites[{benchmark.suites.index(suite)}]"):
-                    print(f"warning: {args.config}: {warning}", file=sys.stderr)
+                    if first:  # not again from each process Lightning starts for a run
+                        print(f"warning: {args.config}: {warning}", file=sys.stderr)
             except ConfigError as error:
                 print(f"error: {args.config}: {error}", file=sys.stderr)
                 return True
@@ -280,6 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(r.id for r in planned))
         return 0
     if args.check:
+        # what this machine cannot run, as warnings: the runs may be meant for another (--slurm)
+        for suite in {id(r.suite): r.suite for r in planned}.values():
+            where = f"suites[{benchmark.suites.index(suite)}]"
+            try:
+                notes = check_machine(suite, where)
+            except ConfigError as error:
+                notes = [f"{error} (on this machine; fine where the runs go elsewhere)"]
+            for note in notes:
+                print(f"warning: {args.config}: {note}", file=sys.stderr)
+        if args.smoke:
+            print("--smoke: not run, as --check runs nothing; drop --check to run it", file=sys.stderr)
         print(f"{args.config}: valid; runs selected: {len(planned)}")
         return 0
     if args.slurm:
@@ -348,7 +361,8 @@ def evaluate_checkpoints(benchmark, args) -> int:
         from harness.leaderboard import markdown
 
         print(markdown(board.drop("path")))
-        print(f"wrote {args.results}/<suite>/evaluation/leaderboard.md")
+        for suite in sorted(set(board["suite"].to_list())):
+            print(f"wrote {args.results / suite / 'evaluation' / 'leaderboard.md'}")
     return 0
 
 

@@ -22,6 +22,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import pkgutil
 import re
@@ -215,7 +216,10 @@ def build_dataclass(cls, value: Any, where: str):
     kwargs = {}
     for key, item in value.items():
         if key not in names:
-            raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(names))})")
+            raise ConfigError(
+                f"{where}.{key}: unknown key{_did_you_mean(str(key), sorted(names))} "
+                f"(expected one of: {', '.join(sorted(names))})"
+            )
         kwargs[key] = coerce(hints[key], item, f"{where}.{key}")
     try:
         return cls(**kwargs)
@@ -386,7 +390,10 @@ def parse_suite(raw: Any, where: str, folder: Path | None = None) -> Suite:
         if key == "baseline":  # its name until the leaderboard's columns were renamed with it
             raise ConfigError(f"{where}.baseline: renamed to `reference` (the algorithm the others are paired against)")
         if key not in SUITE_KEYS:
-            raise ConfigError(f"{where}.{key}: unknown key (expected one of: {', '.join(sorted(SUITE_KEYS))})")
+            raise ConfigError(
+                f"{where}.{key}: unknown key{_did_you_mean(str(key), sorted(SUITE_KEYS))} "
+                f"(expected one of: {', '.join(sorted(SUITE_KEYS))})"
+            )
     for key in ("name", "task", "algorithms"):
         if key not in raw:
             raise ConfigError(f"{where}.{key}: missing")
@@ -540,11 +547,16 @@ def check_classes(suite: Suite, where: str) -> None:
                     "the device)"
                 )
             if importlib.util.find_spec("vllm") is not None:
-                from rollout.vllm_engine import check_vllm
+                from rollout.vllm_engine import check_vllm, head_dim_refusal
 
                 reason = check_vllm()
                 if reason:
                     raise ConfigError(f"{where}.sampling.backend: {reason}")
+                head_dim = model_head_dim(suite)
+                reason = head_dim_refusal(head_dim) if head_dim else None
+                if reason:
+                    field = "model.tiny.head_dim" if suite.model.preset == "tiny" else "sampling.backend"
+                    raise ConfigError(f"{where}.{field}: {reason} (sample with backend: ours, or another size)")
         if settings["sampling"].chat is not None:
             if suite.model.warm_start is not None:
                 raise ConfigError(
@@ -555,6 +567,21 @@ def check_classes(suite: Suite, where: str) -> None:
                 raise ConfigError(
                     f"{where}.sampling.chat: {suite.task.class_path} cannot prompt through a chat template"
                 )
+
+
+def model_head_dim(suite: Suite) -> int | None:
+    """The attention head size of the suite's model: the tiny preset's, or a local folder's config."""
+    if suite.model.preset == "tiny":
+        return suite.model.tiny.head_dim
+    config = Path(suite.model.path or "") / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        values = json.loads(config.read_text())
+    except ValueError:  # unreadable: loading it will say so
+        return None
+    heads = values.get("num_attention_heads")
+    return values.get("head_dim") or (values["hidden_size"] // heads if heads and "hidden_size" in values else None)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
@@ -685,8 +712,9 @@ def load_benchmark(path: str | Path, classes: bool = True, overrides: Sequence[s
     try:
         raw = yaml.load(path.read_text(), Loader=_Loader)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise ConfigError(f"config: not valid YAML{f' (line {mark.line + 1})' if mark else ''}") from None
+        mark, problem = getattr(error, "problem_mark", None), getattr(error, "problem", None)
+        where = f" (line {mark.line + 1}{f': {problem}' if problem else ''})" if mark else ""
+        raise ConfigError(f"config: not valid YAML{where}") from None
     if not isinstance(raw, dict) or "suites" not in raw:
         raise ConfigError("suites: missing (the file needs a top-level 'suites:' list)")
     for key in raw:

@@ -27,13 +27,13 @@ import lightning as L
 import polars as pl
 import torch
 from filelock import FileLock, Timeout
-from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import CSVLogger
 
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish, run_table
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
+from harness.progress import bar_shown, progress
 from harness.provenance import (
     check_same_start,
     data_digest,
@@ -42,7 +42,15 @@ from harness.provenance import (
     environment_key,
     weights_digest,
 )
-from harness.records import StepRecorder, records_frame, resume_point, run_name, with_added_settings, write_json
+from harness.records import (
+    NOT_IN_SPEC,
+    StepRecorder,
+    records_frame,
+    resume_point,
+    run_name,
+    with_added_settings,
+    write_json,
+)
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
@@ -170,10 +178,6 @@ def build_module(
     return module, weights
 
 
-NOT_IN_SPEC = ("checkpoint_every_s", "completions")
-"""Trainer settings no record depends on: a run resumes across a change of them."""
-
-
 def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
@@ -186,7 +190,7 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
         **{name: asdict(value) for name, value in settings.items()},
-        "trainer": {k: v for k, v in asdict(suite.trainer).items() if k not in NOT_IN_SPEC},
+        "trainer": {k: v for k, v in asdict(suite.trainer).items() if k not in NOT_IN_SPEC["trainer"]},
     }
     return json.loads(json.dumps(spec, default=str))
 
@@ -256,11 +260,25 @@ def run_one(
                 if action == "skip"
                 else "running in another process, skipped"
             )
+            if action == "skip" and distributed.rank() == 0:
+                finished_afterwards(suite, algorithm, seed, run_dir, say)
             return None
-        return fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
+        try:
+            return fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
+        except BaseException:
+            if action == "start" and distributed.rank() == 0:
+                left_nothing(run_dir)
+            raise
     finally:
         if held is not None:
-            held.release()
+            held.release()  # its file stays: removing it would let two processes hold two locks
+
+
+def left_nothing(run_dir: Path) -> None:
+    """A run that failed before its first checkpoint leaves no folder behind: only what it wrote
+    at its start (its settings, provenance, logs) was there, and nothing of it can be resumed."""
+    if resume_point(run_dir) is None and not (run_dir / "metrics.parquet").exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, resume: bool, say) -> float:
@@ -298,7 +316,8 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         logger=loggers(
             run_dir, suite.trainer.loggers, f"{suite.name}/{run_dir.name}", run_spec(suite, algorithm, seed)
         ),
-        callbacks=[recorder, TQDMProgressBar()],
+        callbacks=[recorder, *progress(f"[{suite.name}] {run_dir.name}", suite.settings["schedule"].steps)],
+        enable_progress_bar=bar_shown(),
         plugins=[recorder.checkpoint_io],
         enable_checkpointing=False,  # StepRecorder checkpoints, atomically, in the background
         enable_model_summary=False,
@@ -350,6 +369,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     }
     write_json(summary, run_dir / "run.json")
     log_summary(trainer, module, summary)
+    write_json(logger_names(suite.trainer.loggers), run_dir / "loggers.json")  # what its records went to
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return preparation_s
 
@@ -476,14 +496,17 @@ def strategy(args: TrainerArgs):
     return "auto"
 
 
+def logger_names(names: list[str] | None) -> list[str]:
+    """`trainer.loggers`, or its default: csv, and tensorboard where it is installed."""
+    return names if names is not None else ["csv"] + ["tensorboard"] * bool(importlib.util.find_spec("tensorboard"))
+
+
 def loggers(run_dir: Path, names: list[str] | None, run_id: str, spec: dict) -> list:
     """The run's Lightning loggers (`trainer.loggers`), its settings logged as hyperparameters.
     CSV writes logs/version_0, then version_1 after a resume (nothing overwritten); W&B and MLflow
     continue the same run after a resume (its id kept in the run folder)."""
-    if names is None:
-        names = ["csv"] + ["tensorboard"] * bool(importlib.util.find_spec("tensorboard"))
     chosen = []
-    for name in names:
+    for name in logger_names(names):
         if name == "csv":
             chosen.append(CSVLogger(run_dir, name="logs"))
         elif name == "tensorboard":
@@ -522,19 +545,59 @@ def loggers(run_dir: Path, names: list[str] | None, run_id: str, spec: dict) -> 
     return chosen
 
 
-def log_summary(trainer: L.Trainer, module, summary: dict) -> None:
+def finished_afterwards(suite: Suite, algorithm: str, seed: int, run_dir: Path, say) -> None:
+    """What a finished run can still give of the settings that do not change its records: its
+    records sent to the loggers named since it ran (`trainer.loggers`). Its policy cannot be kept
+    afterwards (a finished run keeps no weights): that is said."""
+    if suite.trainer.keep_policy and not (run_dir / "policy").is_dir():
+        say(
+            "trainer.keep_policy: it finished without keeping its policy, whose weights are gone; "
+            f"move {run_dir} aside to run it again with it kept"
+        )
+    asked = logger_names(suite.trainer.loggers)
+    sent = run_dir / "loggers.json"
+    before = json.loads(sent.read_text()) if sent.exists() else None
+    if before is None:  # a run from before loggers were recorded: the ones its folder shows
+        before = [
+            n
+            for n, d in (("csv", "logs"), ("tensorboard", "tensorboard"), ("wandb", "wandb"))
+            if (run_dir / d).exists()
+        ]
+        before += ["mlflow"] * (run_dir / "mlflow-run-id").exists()
+    new = [name for name in asked if name not in before]
+    if not new:
+        return
+    summary = json.loads((run_dir / "run.json").read_text())
+    metrics = pl.read_parquet(run_dir / "metrics.parquet")
+    evaluations = pl.read_parquet(run_dir / "eval.parquet") if (run_dir / "eval.parquet").exists() else pl.DataFrame()
+    chosen = loggers(run_dir, new, f"{suite.name}/{run_dir.name}", run_spec(suite, algorithm, seed))
+    for row in metrics.iter_rows(named=True):
+        scalars = {k: float(v) for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        for logger in chosen:
+            logger.log_metrics(scalars, step=row["step"])
+    close_loggers(chosen, summary, metrics, evaluations, len(metrics))
+    write_json(before + new, sent)
+    say(f"its records sent to {', '.join(new)} (trainer.loggers)")
+
+
+def close_loggers(chosen: list, summary: dict, metrics: pl.DataFrame, evaluations: pl.DataFrame, step: int) -> None:
     """The run's row of the leaderboard's run table (`harness.leaderboard.run_table`: rollouts,
     accuracies, zero-gradient fraction, stage times...) on every logger as `final/...`, then each
     logger closed: the next run in this process starts a W&B run of its own."""
-    frames = (records_frame(module.records), records_frame(module.evaluations))
-    (row,) = run_table([(summary, *frames)]).iter_rows(named=True)
+    (row,) = run_table([(summary, metrics, evaluations)]).iter_rows(named=True)
     numbers = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     final = {f"final/{k}": float(v) for k, v in numbers.items()}
-    for logger in trainer.loggers:
-        logger.log_metrics(final, step=module.rl_step)
+    for logger in chosen:
+        logger.log_metrics(final, step=step)
         logger.save()
         if type(logger).__name__ == "WandbLogger":
             logger.experiment.finish()
+
+
+def log_summary(trainer: L.Trainer, module, summary: dict) -> None:
+    """`close_loggers` for a run that has just finished."""
+    frames = (records_frame(module.records), records_frame(module.evaluations))
+    close_loggers(trainer.loggers, summary, *frames, module.rl_step)
 
 
 def quiet_libraries() -> None:

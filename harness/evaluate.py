@@ -17,6 +17,7 @@ checkpoint not written, and one whose settings or weights changed is evaluated a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -65,14 +66,25 @@ def checkpoints(suite: Suite, models: list[str]) -> list[Checkpoint]:
         algorithm = info.get("algorithm") if info.get("algorithm") in suite.algorithms else reference
         chosen.append(Checkpoint(label(model), path, algorithm, int(info.get("steps", 0))))
     labels = [c.label for c in chosen]
+    for i, c in enumerate(chosen):  # two with one short name: both by their whole path
+        if labels.count(c.label) > 1:
+            chosen[i] = dataclasses.replace(c, label=label(str(c.path), short=False))
+    labels = [c.label for c in chosen]
     if len(set(labels)) != len(labels):
         raise ValueError(f"--model: a checkpoint is named twice ({', '.join(labels)})")
     return chosen
 
 
-def label(path: str) -> str:
-    """A folder name for a checkpoint's path: its path with separators as underscores."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(Path(path))).strip("_.") or "model"
+def label(path: str, short: bool = True) -> str:
+    """A folder name for a checkpoint: a run's kept policy (`<run>/policy`, run.json beside it) by
+    its run's name (`grpo-seed0`), another folder by its own name; not short, its whole path
+    with separators as underscores."""
+    folder = Path(path)
+    if short:
+        name = folder.parent.name if folder.name == "policy" and (folder.parent / "run.json").is_file() else folder.name
+    else:
+        name = str(folder)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.") or "model"
 
 
 def fingerprint(path: Path | None) -> dict[str, list[int]] | None:

@@ -18,10 +18,10 @@ from pathlib import Path
 import lightning as L
 import torch
 from filelock import FileLock
-from lightning.pytorch.callbacks import TQDMProgressBar
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import rollout.attention
+from harness.progress import bar_shown, progress
 from harness.provenance import lock
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
 from harness.tiny import save_tiny
@@ -346,7 +346,8 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         enable_checkpointing=False,
         enable_model_summary=False,
         log_every_n_steps=50,
-        callbacks=[TQDMProgressBar(refresh_rate=20)],
+        callbacks=progress("warm start", args.steps, refresh_rate=20),
+        enable_progress_bar=bar_shown(),
     )
     examples = Demonstrations(
         task,

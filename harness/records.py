@@ -246,13 +246,22 @@ without one reads as having it, so adding a setting neither reruns earlier runs 
 apart from new ones in a leaderboard's `own_settings`."""
 
 
+NOT_IN_SPEC = {"trainer": ("checkpoint_every_s", "completions", "loggers", "keep_policy")}
+"""Settings no record depends on: left out of a run's spec (and out of one recorded with them),
+so that changing one neither reruns a finished run nor tells runs apart in a leaderboard. A
+finished run sends its records to loggers named later (`harness.driver.log_afterwards`)."""
+
+
 def with_added_settings(record: dict) -> dict:
     """`record` (a run's `spec.json`, or its summary, which holds its spec too) with the
-    ADDED_SETTINGS it lacks filled in."""
+    ADDED_SETTINGS it lacks filled in and the NOT_IN_SPEC ones it has left out."""
     out = dict(record)
     for group, values in ADDED_SETTINGS.items():
         if isinstance(out.get(group), dict):
             out[group] = {**values, **out[group]}
+    for group, names in NOT_IN_SPEC.items():
+        if isinstance(out.get(group), dict):
+            out[group] = {k: v for k, v in out[group].items() if k not in names}
     if isinstance(out.get("spec"), dict):
         out["spec"] = with_added_settings(out["spec"])
     return out

@@ -63,6 +63,24 @@ def check_vllm() -> str | None:
     )
 
 
+def head_dim_refusal(head_dim: int) -> str | None:
+    """Why vLLM's attention cannot serve a model of this head size on this machine, or None. Only
+    the CPU build is asked: its attention kernels take a fixed list of sizes (the tiny model's
+    16 is not one); a GPU's backends are chosen when the engine starts."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+    except ImportError:
+        return None
+    sizes = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim in sizes:
+        return None
+    return f"vLLM's CPU attention takes head sizes {', '.join(map(str, sizes))}; this model's is {head_dim}"
+
+
 class VLLMEngine:
     """`RolloutEngine`'s interface over an in-process vLLM `LLM` built from `directory` (the
     policy's config and tokenizer; its weights are pushed from the policy)."""

@@ -155,7 +155,7 @@ def replaced(value, path: tuple[str, ...], new):
 
 
 # What a run's records do not depend on: a resumed run may differ here and still resume.
-NOT_COMPARED = {"trainer.checkpoint_every_s", "trainer.completions"}
+NOT_COMPARED = {"trainer.checkpoint_every_s", "trainer.completions", "trainer.loggers", "trainer.keep_policy"}
 
 
 def test_a_resumed_run_whose_any_one_setting_changed_starts_again(tmp_path):
@@ -386,3 +386,52 @@ def test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed(tmp
     (aside,) = (tmp_path / "s" / ".replaced").iterdir()
     assert (aside / "run.json").exists() and "it recorded no settings (spec.json)" in said[0]
     assert json.loads((run_dir / "spec.json").read_text()) == {"seed": 0}
+
+
+@pytest.mark.slow
+def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_later(tmp_path, capsys):
+    """Loggers and keep_policy change no record: a finished run is not run again for them. A
+    logger named afterwards gets the run's records (each step, the final summary); a policy
+    asked for afterwards cannot be had, and that is said."""
+    import importlib.util
+
+    if not importlib.util.find_spec("tensorboard"):
+        pytest.skip("tensorboard is not installed")
+    spec = suite("math", "tasks.math.MathTask", steps=2, trainer={"loggers": ["csv"]})
+    config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
+    results = tmp_path / "runs"
+    assert main(["run", str(config), "--results", str(results)]) == 0
+    run = results / "math" / "grpo-seed0"
+    records = (run / "metrics.parquet").read_bytes()
+    assert json.loads((run / "loggers.json").read_text()) == ["csv"] and not (run / "tensorboard").exists()
+    capsys.readouterr()
+    overrides = ["trainer.loggers=[csv, tensorboard]", "trainer.keep_policy=true"]
+    assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "finished earlier with these settings, skipped" in out and "sent to tensorboard" in out
+    assert "finished without keeping its policy" in out
+    assert (run / "metrics.parquet").read_bytes() == records and not (results / "math" / ".replaced").exists()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((run / "tensorboard").rglob("events.*")).parent))
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward")] == [1, 2] and "final/acc_gain" in events.Tags()["scalars"]
+    assert json.loads((run / "loggers.json").read_text()) == ["csv", "tensorboard"]
+    assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
+    assert "sent to" not in capsys.readouterr().out  # once
+
+
+def test_a_run_that_fails_at_its_start_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """What a run writes as it starts (its settings) is removed when it fails before its first
+    checkpoint: nothing of it could be resumed, and a folder of settings alone reads as a run."""
+    import harness.driver
+
+    def failing(suite, algorithm, seed, run_dir, *args):
+        assert (run_dir / "spec.json").is_file()
+        raise RuntimeError("vLLM could not start")
+
+    monkeypatch.setattr(harness.driver, "fit", failing)
+    config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask", steps=2)], tmp_path / "cache")
+    with pytest.raises(RuntimeError, match="vLLM could not start"):
+        main(["run", str(config), "--results", str(tmp_path / "runs")])
+    assert not (tmp_path / "runs" / "math" / "grpo-seed0").exists()

@@ -296,3 +296,24 @@ def test_vllm_with_offloaded_shards_is_refused(tmp_path, capsys):
     config.write_text(yaml.safe_dump({"suites": [spec]}))
     assert main(["run", str(config)]) == 2
     assert "suites[0].trainer.cpu_offload: the vllm backend gathers the policy's shards" in capsys.readouterr().err
+
+
+def test_check_refuses_a_head_size_vllms_cpu_attention_lacks(tmp_path, capsys):
+    """The tiny preset's head size 16 is not one vLLM's CPU attention takes: `--check` says so in
+    one line, naming the setting, instead of the run failing in vLLM's start-up."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU's attention backends take other sizes")
+    spec = {
+        "name": "v",
+        "task": {"class_path": "tasks.math.MathTask", "init_args": {"train_size": 50, "eval_size": 8}},
+        "model": {"preset": "tiny", "tiny": {**TINY, "head_dim": 16}, "warm_start": {"steps": 5, "batch_size": 4}},
+        "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 2}}},
+        "schedule": {"steps": 1, "prompts_per_step": 2},
+        "sampling": {"max_new_tokens": 4, "backend": "vllm"},
+    }
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "suites[0].model.tiny.head_dim: vLLM's CPU attention takes head sizes 32," in err and err.count("\n") == 1
+    assert main(["run", str(config), "model.tiny.head_dim=32", "--check"]) == 0

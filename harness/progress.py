@@ -1,0 +1,37 @@
+"""Progress of a long loop (a run's steps, a warm start's): Lightning's bar on a terminal, and a
+plain line every tenth of the way where the output goes to a file (a bar redrawn there is most
+of the log)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
+
+
+class Lines(L.Callback):
+    """`label: step k/n (t s)` every tenth of `total` steps and at the last."""
+
+    def __init__(self, label: str, total: int):
+        self.label, self.total, self.every = label, total, max(1, total // 10)
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step if module.automatic_optimization else batch_idx + 1
+        step = getattr(module, "rl_step", step)
+        if trainer.is_global_zero and (step % self.every == 0 or step == self.total):
+            print(f"{self.label}: step {step}/{self.total} ({time.perf_counter() - self.started:.0f} s)", flush=True)
+
+
+def progress(label: str, total: int, refresh_rate: int = 1) -> list[L.Callback]:
+    """The callbacks that show a loop's progress where its output goes."""
+    if sys.stderr.isatty():
+        return [TQDMProgressBar(refresh_rate=refresh_rate)]
+    return [Lines(label, total)]
+
+
+def bar_shown() -> bool:
+    """Whether Lightning's own progress bar is wanted (a terminal)."""
+    return sys.stderr.isatty()
