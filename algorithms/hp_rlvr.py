@@ -487,10 +487,15 @@ def hindsight_example(
     return prefix + realized[:b], [-100] * len(prefix) + labels
 
 
+def slip_of(realized: list[int], right: list[int]) -> int:
+    """The position of a failed attempt's first token off the demonstration."""
+    return next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
+
+
 def corrected_targets(realized: list[int], right: list[int]) -> list[int]:
     """A failed attempt's tokens as labels, its first token off the demonstration replaced by the
     demonstration's: where the attempt went wrong, the example teaches the right token."""
-    slip = next((i for i, (a, b) in enumerate(zip(realized, right)) if a != b), min(len(realized), len(right)))
+    slip = slip_of(realized, right)
     return realized[:slip] + right[slip : slip + 1] + realized[slip + 1 :]
 
 

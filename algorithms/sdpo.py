@@ -65,7 +65,7 @@ import torch
 from torch import Tensor
 
 from algorithms.grpo import GRPO
-from algorithms.hp_rlvr import completion_tokens, corrected_targets, next_token_hidden
+from algorithms.hp_rlvr import completion_tokens, corrected_targets, next_token_hidden, slip_of
 from algorithms.settings import GroupSize
 from rollout.batch import Rollouts, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
@@ -269,10 +269,12 @@ def aggregate(per_token: Tensor, rows: Tensor, rollouts: int, aggregation: str) 
 
 def teacher_example(task, problem, tokenizer, reprompt: Reprompt, rng: random.Random) -> tuple[list[int], list[int]]:
     """(input_ids, labels) of one warm-start example in the teacher's layout, labels -100 off the
-    completion. Half the time the completion is a corrupted attempt (`Task.corrupt`) whose wrong
-    token is labelled with the demonstration's, as HP-RLVR's examples are, and its block holds
-    either the demonstration as the solution or the attempt's feedback (never both, as the
-    teacher's rule); otherwise the completion is the demonstration and the block holds it."""
+    completion. Half the time the completion is a corrupted attempt (`Task.corrupt`), labelled
+    up to its first wrong token, which is labelled with the demonstration's (what follows a wrong
+    token is not taught: it continues from the wrong value, and a label there would teach
+    inconsistent arithmetic to the policy itself); its block holds either the demonstration as the
+    solution or the attempt's feedback (never both, as the teacher's rule). Otherwise the
+    completion is the demonstration and the block holds it."""
     prompt, right, trainable = completion_tokens(task, problem, tokenizer)
     wrong_text = task.corrupt(problem, rng) if rng.random() < 0.5 else None
     if wrong_text is None:
@@ -281,7 +283,9 @@ def teacher_example(task, problem, tokenizer, reprompt: Reprompt, rng: random.Ra
         _, realized, trainable = completion_tokens(
             task, dataclasses.replace(problem, demonstration=wrong_text), tokenizer
         )
+        slip = slip_of(realized, right)
         targets = corrected_targets(realized, right)
+        trainable = [keep and t <= slip for t, keep in enumerate(trainable)]
         if rng.random() < 0.5:
             block = render_context(reprompt, problem.demonstration, None)
         else:

@@ -1211,6 +1211,13 @@ MUTANTS = [
         SDPO,
     ),
     (
+        "sdpo: a teacher example labelled past its wrong token",
+        "algorithms/sdpo.py",
+        "        trainable = [keep and t <= slip for t, keep in enumerate(trainable)]",
+        "        trainable = [keep for t, keep in enumerate(trainable)]",
+        SDPO,
+    ),
+    (
         "sdpo: teacher examples take the hindsight examples' share",
         "harness/models.py",
         "elif layout_draw < self.hindsight_fraction + self.teacher_fraction:",

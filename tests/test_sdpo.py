@@ -657,9 +657,9 @@ def test_defaults_are_the_papers_code_and_trls_are_settings():
 
 def test_a_teacher_example_shows_a_solution_or_a_failures_feedback_and_labels_the_completion(policy):
     """Each example: block + prompt unlabelled; the completion the demonstration (its block the
-    demonstration as the solution) or a corrupted attempt labelled with its own tokens but the
-    first wrong one, which is the demonstration's (its block the solution or the attempt's
-    feedback, never both). All three kinds occur."""
+    demonstration as the solution) or a corrupted attempt labelled with its own tokens up to the
+    first wrong one, which is the demonstration's, and nothing after (its block the solution or
+    the attempt's feedback, never both). All three kinds occur."""
     import random
 
     from algorithms.sdpo import teacher_example
@@ -682,7 +682,7 @@ def test_a_teacher_example_shows_a_solution_or_a_failures_feedback_and_labels_th
         attempt = tokenizer.decode(realized[:-1])
         assert task.verify(problem, attempt).reward == 0.0
         slip = next(i for i, (a, b) in enumerate(zip(realized, right)) if a != b)
-        assert labels[start:] == realized[:slip] + [right[slip]] + realized[slip + 1 :]
+        assert labels[start:] == realized[:slip] + [right[slip]] + [-100] * (len(realized) - slip - 1)
         if block == render_context(reprompt, problem.demonstration, None):
             kinds.add("solution")
         else:
