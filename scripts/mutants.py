@@ -795,8 +795,8 @@ MUTANTS = [
     (
         "pin: driver: trainer precision not compared on resume",
         "harness/driver.py",
-        "if k not in NOT_IN_SPEC}",
-        'if k not in (*NOT_IN_SPEC, "precision")}',
+        'if k not in NOT_IN_SPEC["trainer"]}',
+        'if k not in (*NOT_IN_SPEC["trainer"], "precision")}',
         DRIVER_PIN,
     ),
     (
