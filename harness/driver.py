@@ -77,6 +77,11 @@ class StepIndices(torch.utils.data.Dataset):
 def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = None) -> None:
     quiet_libraries()
     runs = plan(benchmark, only)
+    if distributed.rank() == 0:
+        from harness.costs import announce
+
+        for line in announce(benchmark, runs):
+            print(line, flush=True)
     progress = Progress(runs, benchmark.cache_dir)
     for suite in benchmark.suites:
         mine = [r for r in runs if r.suite is suite]

@@ -259,7 +259,7 @@ FIDELITY = ("blame_on_error", "blame_lift", "reinforced_error", "reinforced_lift
 
 KEY_COLUMNS = (
     "suite", "algorithm", "seeds", "acc_before", "acc_after", "acc_gain", "acc_gain_p", "vs_reference",
-    "speedup", "rollouts", "zero_grad_fraction",
+    "vs_reference_p", "detectable_diff", "speedup", "rollouts", "zero_grad_fraction",
 )  # fmt: skip
 """The leaderboard's columns a terminal shows (docs/results.md defines them; the files hold all)."""
 
@@ -308,6 +308,7 @@ def publish(directory: Path) -> pl.DataFrame:
         shares = [c for c in board.columns if c.endswith("_share")]
         text = (
             f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
+            f"Every column is defined in {columns_link(directory)}.\n\n{start_notes(board)}"
             f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
             f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
             + (f"\n## Environments\n\n{notes}" if notes else "")
@@ -319,6 +320,35 @@ def publish(directory: Path) -> pl.DataFrame:
                 text += f"\n![{image.stem}]({image.name})\n"
         write_atomic(directory / "leaderboard.md", lambda tmp: tmp.write_text(text))
     return board
+
+
+DEFINITIONS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
+
+
+def columns_link(directory: Path) -> str:
+    """A link to the columns' definitions (docs/results.md) from a leaderboard in `directory`:
+    relative inside the repository, by the repository's path otherwise."""
+    here = Path(directory).resolve()
+    if not here.is_relative_to(DEFINITIONS.parents[1]):
+        return f"docs/results.md of the harness ({DEFINITIONS})"
+    return f"[docs/results.md]({os.path.relpath(DEFINITIONS, here)}#the-leaderboards-columns)"
+
+
+def start_notes(board: pl.DataFrame) -> str:
+    """A line for each row whose held-out accuracy started at 0 or 1: from there no gain (or no
+    loss) can show, whatever the algorithm does."""
+    lines = [
+        f"- {row['suite']} / {row['algorithm']}: held-out accuracy {row['acc_before']:.0%} at the start: "
+        + (
+            "nothing solved, so it cannot lose and gains need some problems solved first"
+            if row["acc_before"] == 0
+            else "everything solved, so it cannot gain"
+        )
+        + "; a comparison here tells little.\n"
+        for row in board.iter_rows(named=True)
+        if row.get("acc_before") in (0.0, 1.0)
+    ]
+    return "".join(lines) + ("\n" if lines else "")
 
 
 def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:

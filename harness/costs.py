@@ -1,0 +1,103 @@
+"""What a benchmark will cost and what it can detect, said before anything trains: each warm start
+still to build, with a time estimated from the warm starts this cache already holds, and each
+suite's held-out set with the least gain a paired test on it can call beyond noise."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import statistics
+from pathlib import Path
+
+from harness.config import Benchmark, Suite
+from harness.models import weights_recipe
+from harness.plan import PlannedRun
+
+TOO_COARSE = 0.10
+"""A held-out set that cannot call a gain below this (10 points) beyond noise is warned of."""
+
+
+def least_detectable(items: int, discordant_share: float) -> float:
+    """The least gain a paired test at p < 0.05 calls beyond noise on `items` shared problems
+    when `discordant_share` of them change outcome both ways evenly: the leaderboard's
+    `detectable_diff` rule (`harness.leaderboard.detectable_difference`) before any run."""
+    from scipy import stats
+
+    discordant, extra = round(discordant_share * items), 0
+    while (
+        not discordant + extra or stats.binomtest(math.ceil(discordant / 2) + extra, discordant + extra).pvalue >= 0.05
+    ):
+        extra += 1
+    return extra / items
+
+
+def held_out_size(suite: Suite) -> int | None:
+    """The held-out problems a run evaluates on, from the task's `eval_size` (given or its
+    default) and `evaluation.limit`; None where the task does not declare one (data files)."""
+    cls = suite.task.resolve()
+    parameters = inspect.signature(cls.__init__).parameters
+    names = [n for n in ("eval_size", "eval_games") if n in parameters]
+    if not names or suite.task.init_args.get("eval_file"):
+        return None
+    size = suite.task.init_args.get(names[0], parameters[names[0]].default)
+    if not isinstance(size, int):
+        return None
+    limit = suite.settings["evaluation"].limit
+    return min(size, limit) if limit is not None else size
+
+
+def seconds_per_example(cache_dir: Path, task_class: str) -> tuple[float, str] | None:
+    """The median seconds a warm-start example took in the warm starts this cache holds, those
+    of the same task class if any (examples differ in length from task to task), and which."""
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for recipe in (cache_dir / "policies").glob("*/recipe.json"):
+        info = json.loads(recipe.read_text())
+        ws, report = info.get("warm_start") or {}, info.get("report") or {}
+        if ws.get("steps") and ws.get("batch_size") and report.get("seconds"):
+            same = (info.get("task") or {}).get("class_path") == task_class
+            rates[same].append(report["seconds"] / (ws["steps"] * ws["batch_size"]))
+    for same, kind in ((True, "of this task"), (False, "of other tasks")):
+        if rates[same]:
+            return statistics.median(rates[same]), kind
+    return None
+
+
+def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
+    """The lines said before a benchmark trains."""
+    from harness.driver import fmt_duration
+
+    lines, seen = [], set()
+    for suite in {id(r.suite): r.suite for r in runs}.values():
+        recipe = weights_recipe(suite.model, suite.task_key())
+        ws = suite.model.warm_start
+        if recipe and ws and recipe[1] not in seen and not (benchmark.cache_dir / "policies" / recipe[1]).is_dir():
+            seen.add(recipe[1])
+            pace = seconds_per_example(benchmark.cache_dir, suite.task.class_path)
+            guess = (
+                f"about {fmt_duration(pace[0] * ws.steps * ws.batch_size)} at the pace of the warm starts {pace[1]} "
+                "in this cache"
+                if pace
+                else "no earlier warm start in this cache to estimate its time from"
+            )
+            lines.append(
+                f"[{suite.name}] warm start to build first: {ws.steps} steps of {ws.batch_size} examples, {guess}"
+            )
+        size = held_out_size(suite)
+        if size is None:
+            continue
+        items = size * len(suite.seeds)
+        best, typical = least_detectable(items, 0.0), least_detectable(items, 0.2)
+        line = (
+            f"[{suite.name}] held-out: {size} problems x {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}; "
+            "the least gain a paired test can "
+            f"call beyond noise is {best:.1%} with no problem changing the other way, {typical:.1%} with a fifth "
+            "of them changing"
+        )
+        if best > TOO_COARSE:
+            line = (
+                f"warning: {line}: this suite cannot detect less than {TOO_COARSE:.0%}; raise the task's eval_size "
+                "(or evaluation.limit) or the seeds"
+            )
+        lines.append(line)
+    return lines
