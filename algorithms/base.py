@@ -8,6 +8,7 @@ comparison differs only in where the credit comes from.
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from contextlib import contextmanager, nullcontext
@@ -431,6 +432,11 @@ class RLVRModule(L.LightningModule):
             "reward_std": float(rewards.view(-1, self.group_size).std(-1).mean()) if self.group_size > 1 else math.nan,
             "credit/mean_abs_advantage": float(masked_mean(advantages.abs(), eligible)),
             "credit/frac_tokens_zero_advantage": float(masked_mean(advantages == 0, eligible)),
+            # the machine's load over the last minute, per core it may use: above 1, other work
+            # shared the cores and slowed this run's wall-clock
+            "machine/load_per_core": os.getloadavg()[0] / len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else math.nan,
             # the fullest process's, over the step's stages (not its checkpoint or evaluation)
             **{
                 f"memory/peak_mb{'' if key is None else '/' + key}": value

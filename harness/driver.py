@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 import warnings
 from dataclasses import asdict
@@ -146,6 +147,10 @@ class Progress:
 
 def mean(values: list[float]) -> float:
     return sum(values) / len(values)
+
+
+SESSION = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
+"""This invocation of the harness, recorded with each run it finishes."""
 
 
 def fmt_mb(mb: float) -> str:
@@ -365,6 +370,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         "devices": trainer.world_size,
         "steps": module.rl_step,
         "wall_clock_s": module.wall_clock_s,
+        "session": SESSION,  # runs of one invocation share it: their wall-clocks saw the same machine
         "warm_start_s": preparation_s,
         "memory_estimate_mb": memory["total"],
         "trainable_parameters": sum(p.numel() for p in module.parameters() if p.requires_grad),

@@ -9,6 +9,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from filelock import FileLock
 from scipy import stats
@@ -74,6 +75,19 @@ def detectable_difference(mine: list[list[float]], theirs: list[list[float]]) ->
     return extra / items
 
 
+def step_interval(g: pl.DataFrame, resamples: int = 2000) -> list[float] | None:
+    """A 95% interval of one pair's speedup from its steps: the steps (the same prompts in both
+    runs) resampled with replacement, the ratio of the two runs' summed step times each time."""
+    if g.height != 1 or g["reference_step_s"][0] is None or g["algorithm"][0] == g["reference"][0]:
+        return None
+    mine, theirs = np.array(g["step_s"][0]), np.array(g["reference_step_s"][0])
+    if len(mine) != len(theirs) or len(mine) < 2:
+        return None
+    picks = np.random.default_rng(0).integers(0, len(mine), (resamples, len(mine)))
+    ratios = theirs[picks].sum(1) / mine[picks].sum(1)
+    return [float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))]
+
+
 def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
     """Whether the first of each pair solved more of the problems than the second."""
     return sum(sum(m) - sum(b) for m, b in pairs) > 0
@@ -116,6 +130,12 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "group_size": info["group_size"],
                 "rollouts": int(metrics["rollouts"].sum()),
                 "wall_clock_s": float(metrics["wall_clock_s"].max()),
+                # each step's own time, for a speedup's interval at one seed
+                "step_s": metrics["wall_clock_s"].diff().fill_null(metrics["wall_clock_s"][0]).to_list(),
+                "load": float(metrics["machine/load_per_core"].mean())
+                if "machine/load_per_core" in metrics.columns
+                else None,
+                "session": info.get("session"),
                 "accuracy_before": info["accuracy_before"],
                 "accuracy_after": info["accuracy_after"],
                 "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
@@ -154,12 +174,17 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     over seeds), and each algorithm is tested against the reference on the same problems
     (`paired_p`): `vs_reference` says whether its final accuracy is higher or lower beyond noise
     (p < 0.05). `acc_gain_p` tests the algorithm's own end against its start the same way."""
+    for column in ("step_s", "load", "session"):  # tables of runs made before these were recorded
+        if column not in runs.columns:
+            runs = runs.with_columns(pl.lit(None).alias(column))
     reference = runs.filter(pl.col("algorithm") == pl.col("reference")).select(
         "suite",
         "task",
         "seed",
         pl.col("wall_clock_s").alias("reference_s"),
         pl.col("final_rewards").alias("reference_rewards"),
+        pl.col("step_s").alias("reference_step_s"),
+        pl.col("session").alias("reference_session"),
     )
     paired = runs.join(reference, on=["suite", "task", "seed"], how="left").with_columns(
         (pl.col("reference_s") / pl.col("wall_clock_s")).alias("speedup")
@@ -205,7 +230,15 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "wall_clock_ci95": ci95(g["wall_clock_s"]),
                 "reference": g["reference"][0],
                 "speedup": float(speedups.mean()) if len(speedups) else None,
-                "speedup_ci95": ci95(speedups),  # over the seeds' own pairs
+                # over the seeds' own pairs; at one seed, over its steps (`step_interval`)
+                "speedup_ci95": ci95(speedups) if len(speedups) > 1 else step_interval(g),
+                "load": float(g["load"].mean()) if g["load"].null_count() < g.height else None,
+                # whether each pair's two runs ran in one invocation (None: runs recorded before it was kept)
+                "sessions": None
+                if None in g["session"].to_list() + g["reference_session"].to_list()
+                else "one"
+                if all(a == b for a, b in zip(g["session"], g["reference_session"]))
+                else "several",
                 "acc_before": float(g["accuracy_before"].mean()),
                 "acc_after": float(g["accuracy_after"].mean()),
                 "acc_after_ci95": binomial_ci95(sum(sum(r) for r in finals), items) if items else None,
@@ -335,8 +368,9 @@ def columns_link(directory: Path) -> str:
 
 
 def start_notes(board: pl.DataFrame) -> str:
-    """A line for each row whose held-out accuracy started at 0 or 1: from there no gain (or no
-    loss) can show, whatever the algorithm does."""
+    """A line for each row whose held-out accuracy started at 0 or 1 (from there no gain, or no
+    loss, can show, whatever the algorithm does), and for each speedup whose runs ran in different
+    invocations of the harness."""
     lines = [
         f"- {row['suite']} / {row['algorithm']}: held-out accuracy {row['acc_before']:.0%} at the start: "
         + (
@@ -347,6 +381,14 @@ def start_notes(board: pl.DataFrame) -> str:
         + "; a comparison here tells little.\n"
         for row in board.iter_rows(named=True)
         if row.get("acc_before") in (0.0, 1.0)
+    ]
+    lines += [
+        f"- {row['suite']} / {row['algorithm']}: its speedup pairs runs of different invocations, which may have "
+        f"run under other loads (`load`: {row['load']:.2f} a core over its runs, on average).\n"
+        if row.get("load") is not None
+        else f"- {row['suite']} / {row['algorithm']}: its speedup pairs runs of different invocations.\n"
+        for row in board.iter_rows(named=True)
+        if row.get("sessions") == "several" and row["algorithm"] != row["reference"]
     ]
     return "".join(lines) + ("\n" if lines else "")
 

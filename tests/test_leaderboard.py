@@ -322,3 +322,35 @@ def test_published_suites_name_the_starting_weights_their_config_builds_today(co
         records = json.loads((ROOT / published / suite.name / "runs.json").read_text())
         key = weights_recipe(suite.model, suite.task_key())[1]
         assert {run["spec"]["starting_weights"] for run in records.values()} == {key}, suite.name
+
+
+def test_a_speedup_at_one_seed_has_an_interval_from_its_steps_and_says_when_its_runs_ran_apart():
+    """One pair: the reference's steps take 2 s each but for one of 4 s, the algorithm's 1 s each.
+    Its speedup's interval is the steps resampled (the ratio of the summed times each time): with
+    the slow step drawn k times of 10 (binomial, p = 0.1) the ratio is 2 + 0.2 k, whose 2.5% and
+    97.5% quantiles are k = 0 and k = 3. A pair whose runs come from two invocations gets a note
+    with the machine's load."""
+    from harness.leaderboard import start_notes
+
+    one = runs("grpo").filter(pl.col("seed") == 0)
+    steps = {"grpo": [2.0] * 9 + [4.0], "hp_rlvr": [1.0] * 10}
+    one = one.with_columns(
+        pl.Series("step_s", [steps[a] for a in one["algorithm"]]),
+        pl.Series("load", [0.5, 1.5]),
+        pl.Series("session", ["a", "b"]),
+    )
+    hp = aggregate(one).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    assert hp["speedup_ci95"] == pytest.approx([2.0, 2.6])
+    assert hp["sessions"] == "several" and hp["load"] == 1.5
+    assert "s / hp_rlvr: its speedup pairs runs of different invocations" in start_notes(aggregate(one))
+    same = aggregate(one.with_columns(pl.lit("a").alias("session")))
+    assert same.filter(pl.col("algorithm") == "hp_rlvr")["sessions"][0] == "one" and not start_notes(same)
+    unknown = aggregate(runs("grpo"))  # runs recorded before sessions were
+    assert unknown["sessions"].to_list() == [None, None] and unknown["speedup_ci95"][1] is not None
+
+
+def test_a_start_at_nothing_solved_is_noted():
+    from harness.leaderboard import start_notes
+
+    board = aggregate(runs("grpo").with_columns(pl.lit(0.0).alias("accuracy_before")))
+    assert "s / grpo: held-out accuracy 0% at the start: nothing solved" in start_notes(board)
