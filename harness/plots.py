@@ -99,7 +99,63 @@ def plot_suite(suite_dir: Path, runs: list[Run]) -> list[Path]:
     written.append(save(fig, suite_dir / "grad_norms.png"))
     if any("credit/blame_lift" in metrics.columns for _, metrics, _ in runs):
         written.append(fidelity_plot(suite_dir, runs, colour, style))
+    paired = paired_plot(suite_dir, runs, colour, style)
+    if paired:
+        written.append(paired)
     return written
+
+
+def paired_differences(runs: list[Run], algorithm: str, reference: str) -> list[tuple[int, float, float]]:
+    """(step, mean, half-width of its 95% interval) of the held-out accuracy of `algorithm` less
+    the reference's, item by item on the same problems of the same seed, pooled over seeds, at
+    each step both evaluated: what the leaderboard's paired test reads, over steps."""
+    evals = {(info["algorithm"], info["seed"]): e for info, _, e in runs if "rewards" in e.columns}
+    out = []
+    steps = sorted({s for (a, _), e in evals.items() if a == algorithm for s in e["step"].to_list()})
+    for step in steps:
+        differences = []
+        for (a, seed), mine in evals.items():
+            theirs = evals.get((reference, seed))
+            if a != algorithm or theirs is None:
+                continue
+            x, y = mine.filter(pl.col("step") == step)["rewards"], theirs.filter(pl.col("step") == step)["rewards"]
+            if len(x) and len(y) and len(x[0]) == len(y[0]):
+                differences += [float(p >= 1.0) - float(q >= 1.0) for p, q in zip(x[0], y[0])]
+        if len(differences) > 1:
+            d = np.array(differences)
+            out.append((step, float(d.mean()), float(1.96 * d.std(ddof=1) / np.sqrt(len(d)))))
+    return out
+
+
+def paired_plot(suite_dir: Path, runs: list[Run], colour: dict, style: dict) -> Path | None:
+    """Each algorithm's held-out accuracy less the reference's on the same problems, over steps,
+    with a 95% interval (a normal one on the item differences, problems pooled over seeds): where
+    curves of accuracy overlap, this is the difference the paired test judges."""
+    reference = runs[0][0].get("reference", "grpo")
+    others = [a for a in colour if a != reference]
+    curves = {a: paired_differences(runs, a, reference) for a in others}
+    if not any(curves.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for algorithm, points in curves.items():
+        if not points:
+            continue
+        steps, means, halves = (np.array(v) for v in zip(*points))
+        line, marker = style[algorithm]
+        ax.plot(steps, means * 100, color=colour[algorithm], ls=line, marker=marker, label=algorithm)
+        ax.fill_between(
+            steps, (means - halves) * 100, (means + halves) * 100, color=colour[algorithm], alpha=0.15, lw=0
+        )
+    ax.axhline(0.0, color="grey", lw=1, ls=":")
+    ax.set_xlabel("step"), ax.set_ylabel(f"held-out accuracy - {reference}'s (points)"), ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8)
+    ax.set_title(
+        f"{suite_dir.name}: paired difference on the same problems, 95% interval (problems pooled over seeds)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return save(fig, suite_dir / "paired.png")
 
 
 def fidelity_plot(suite_dir: Path, runs: list[Run], colour: dict, style: dict) -> Path:

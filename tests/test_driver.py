@@ -294,6 +294,7 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
         "grad_norms.png",
         "leaderboard.md",
         "leaderboard.parquet",
+        "paired.png",  # hp_rlvr less grpo on the same problems
         "runs.json",
         "steps.parquet",
     ]

@@ -354,3 +354,22 @@ def test_a_start_at_nothing_solved_is_noted():
 
     board = aggregate(runs("grpo").with_columns(pl.lit(0.0).alias("accuracy_before")))
     assert "s / grpo: held-out accuracy 0% at the start: nothing solved" in start_notes(board)
+
+
+def test_the_paired_difference_over_steps_is_item_by_item_pooled_over_seeds():
+    """Two seeds of 10 problems at one step: HP-RLVR alone solves 4 on seed 0 and 5 on seed 1,
+    GRPO alone 1 on seed 1: differences +1 x 9, -1 x 1, 0 x 10, mean 0.4 and a normal half-width
+    of 1.96 sd / sqrt(20)."""
+    import numpy as np
+
+    from harness.plots import paired_differences
+
+    made = []
+    for seed in (0, 1):
+        for algorithm in ("grpo", "hp_rlvr"):
+            info = {"algorithm": algorithm, "seed": seed, "reference": "grpo"}
+            evals = pl.DataFrame({"step": [5], "rewards": [FINAL[algorithm, seed]]})
+            made.append((info, pl.DataFrame(), evals))
+    ((step, mean, half),) = paired_differences(made, "hp_rlvr", "grpo")
+    d = np.array([1.0] * 9 + [-1.0] + [0.0] * 10)
+    assert step == 5 and mean == pytest.approx(0.4) and half == pytest.approx(1.96 * d.std(ddof=1) / 20**0.5)
