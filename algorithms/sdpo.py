@@ -49,7 +49,8 @@ A model reads this block only if something taught it to: `warm_start.teacher_fra
 share of the warm start's examples out this way (`teacher_example`), and the probe recorded each
 step (`self_distillation/probe_logprob_gain`) is the policy's mean log-prob gain on a successful
 rollout's own tokens when the block shows that rollout as the solution: about 0 for a model that
-ignores the block, large for one that copies from it.
+ignores the block, up to `self_distillation/probe_headroom` (their mean -log p without the block)
+for one that copies from it.
 """
 
 from __future__ import annotations
@@ -449,7 +450,10 @@ class SDPO(GRPO):
         shown = [i for i, r in enumerate(rollouts.rewards.tolist()) if solved(r) and eligible[i]]
         shown = shown[: self.probe_rollouts]
         if not shown:
-            return {"self_distillation/probe_logprob_gain": float("nan")}
+            return {
+                "self_distillation/probe_logprob_gain": float("nan"),
+                "self_distillation/probe_headroom": float("nan"),
+            }
         contexts = [(i, False) if i in shown else (None, False) for i in range(len(rollouts))]
         views = teacher_views(rollouts, contexts, self.tokenizer, self.reprompt)
         temperature, slots = self.sampling.temperature, self.scoring_tokens
@@ -467,8 +471,13 @@ class SDPO(GRPO):
                 self.policy, rollouts.input_ids, rollouts.attention_mask, views.rows, views.cols, temperature, slots
             )
         realized = rollouts.input_ids[views.rows, views.cols][None]
-        gain = token_logprobs(read[None], realized)[0] - token_logprobs(plain[None], realized)[0]
-        return {"self_distillation/probe_logprob_gain": float(gain.mean())}
+        before = token_logprobs(plain[None], realized)[0]
+        gain = token_logprobs(read[None], realized)[0] - before
+        return {
+            "self_distillation/probe_logprob_gain": float(gain.mean()),
+            # the most a block could add: -log p of the same tokens without it
+            "self_distillation/probe_headroom": float(-before.mean()),
+        }
 
     # ---- the EMA teacher: updated after every optimizer update, sharded and saved like the policy
 

@@ -516,8 +516,11 @@ def test_the_probe_is_the_policys_gain_on_a_success_shown_itself(policy):
                 logits = model(input_ids=row[None]).logits[0, -n - 1 : -1] / 0.7
                 gains.append(sign * selective_log_softmax(logits, row[-n:]))
     expected = torch.cat([gains[0] + gains[1], gains[2] + gains[3]]).mean()
-    probe = module.diagnostics(rollouts)["self_distillation/probe_logprob_gain"]
-    assert probe == pytest.approx(float(expected), abs=1e-5)
+    probe = module.diagnostics(rollouts)
+    assert probe["self_distillation/probe_logprob_gain"] == pytest.approx(float(expected), abs=1e-5)
+    assert probe["self_distillation/probe_headroom"] == pytest.approx(
+        float(-torch.cat([gains[1], gains[3]]).mean()), abs=1e-5
+    )
     rollouts.verdicts = [Verdict(0.0, "") for _ in rollouts.verdicts]
     assert math.isnan(module.diagnostics(rollouts)["self_distillation/probe_logprob_gain"])
 
