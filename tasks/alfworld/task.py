@@ -364,7 +364,10 @@ class AlfworldTask(Task):
             at = end + len(answer)
             if env.done:
                 break
-            env.step(command.strip() or "look")  # as the rollout sent it
+            try:
+                env.step(command.strip() or "look")  # as the rollout sent it
+            except Exception:  # the planner failed on this state (its search, not the game): cannot tell
+                return None
             after = len(env.plan) if env.plan is not None else self.max_turns + 1
             if after >= remaining:
                 wrong.append((start, end))
