@@ -354,7 +354,10 @@ class AlfworldTask(Task):
         avoid counts as wrong too. None where none is wrong, or where the game could not be won
         within the turn limit from its start."""
         env = planning_environment(self.max_turns)
-        env.reset(self.games[problem.id])
+        try:
+            env.reset(self.games[problem.id])
+        except Exception:  # the planner failed on the start (its search, not the game): cannot tell
+            return None
         if env.plan is None or len(env.plan) > self.max_turns:
             return None
         remaining, wrong, at = len(env.plan), [], 0
