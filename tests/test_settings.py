@@ -75,6 +75,14 @@ def cases():
 
 
 CASES = list(cases())
+REQUIRED_TASK_ARGS = {
+    "tasks.reward.RewardTask": {
+        "train_file": str(ROOT / "tests" / "data" / "say.jsonl"),
+        "reward": "say_reward.reward",
+        "eval_size": 4,
+    }
+}
+"""What a task needs given besides the setting under test."""
 
 
 def suite_with(setting, value) -> tuple[dict, str]:
@@ -94,7 +102,7 @@ def suite_with(setting, value) -> tuple[dict, str]:
         if issubclass(cls, RLVRModule) and path[1] == "algorithms.gigpo.GiGPO":
             suite["task"] = {"class_path": "tasks.alfworld.task.AlfworldTask", "init_args": {}}
     elif path[0] == "task":
-        suite["task"] = {"class_path": path[1], "init_args": {}}
+        suite["task"] = {"class_path": path[1], "init_args": dict(REQUIRED_TASK_ARGS.get(path[1], {}))}
         target, rest, where = suite["task"]["init_args"], path[3:], "task.init_args"
     else:
         target, rest, where = suite, path, ""
@@ -119,7 +127,12 @@ def test_the_walk_finds_every_algorithm_and_task():
         "algorithms.gigpo.GiGPO",
         "algorithms.sdpo.SDPO",
     } <= algorithms
-    assert tasks == {"tasks.math.MathTask", "tasks.code.CodeTask", "tasks.alfworld.task.AlfworldTask"}
+    assert tasks == {
+        "tasks.math.MathTask",
+        "tasks.code.CodeTask",
+        "tasks.alfworld.task.AlfworldTask",
+        "tasks.reward.RewardTask",
+    }
     assert len(CASES) > 100  # every declared end of every setting
 
 
