@@ -79,78 +79,74 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     harness = [sys.executable, "-m", "harness"]
     rows: list = []
-    step("the config checked", [*harness, "run", "b.yaml", "--check"], folder, lambda o, rc: rc == 0, rows)
-    step(
-        "a typo named, with its fix",
-        [*harness, "run", "b.yaml", "schedule.stepz=3", "--check"],
-        folder,
-        lambda o, rc: rc == 2 and "did you mean 'steps'?" in o,
-        rows,
-    )
-    step(
-        "the costs and power said first, then the runs",
-        [*harness, "run", "b.yaml", "--results", "runs"],
-        folder,
-        lambda o, rc: rc == 0 and "warm start to build first" in o and "held-out: 60 problems" in o,
-        rows,
-    )
-    step(
-        "a logger added to finished runs: none runs again",
-        [*harness, "run", "b.yaml", "--results", "runs", "trainer.loggers=[csv, tensorboard]"],
-        folder,
-        lambda o, rc: rc == 0 and o.count("skipped") == 2 and "sent to tensorboard" in o,
-        rows,
-    )
-    step(
-        "settings from the command line: a longer run, killed with SIGKILL after its first checkpoint",
-        [*harness, "run", "b.yaml", "--results", "runs", "schedule.steps=24", "--algorithm", "grpo"],
-        folder,
-        lambda o, rc: rc != 0,
-        rows,
-        kill_after="runs/own/grpo-seed0/checkpoints/last.ckpt",
-    )
-    step(
-        "the same command resumes it",
-        [*harness, "run", "b.yaml", "--results", "runs", "schedule.steps=24", "--algorithm", "grpo"],
-        folder,
-        lambda o, rc: rc == 0 and "resuming after step" in o,
-        rows,
-    )
     python = (
         "import harness; board = harness.run('b.yaml', 'schedule.steps=24', results='runs', algorithm=['grpo']); "
         "print(board.select('suite', 'algorithm', 'acc_gain', 'acc_gain_p').rows())"
     )
-    step(
-        "harness.run from Python: the leaderboard back",
-        [sys.executable, "-c", python],
-        folder,
-        lambda o, rc: rc == 0 and "('own', 'grpo'" in o,
-        rows,
-    )
-    step(
-        "its completions shown",
-        [*harness, "show", "runs/own/grpo-seed0", "--limit", "2"],
-        folder,
-        lambda o, rc: rc == 0 and "reward" in o,
-        rows,
-    )
-    step(
-        "its kept policy evaluated beside the start",
-        [
-            *harness,
-            "evaluate",
-            "b.yaml",
-            "--results",
-            "runs",
-            "--model",
-            "start",
-            "--model",
-            "runs/own/grpo-seed0/policy",
-        ],
-        folder,
-        lambda o, rc: rc == 0 and "grpo-seed0" in o and "evaluation/leaderboard.md" in o,
-        rows,
-    )
+    longer = ["run", "b.yaml", "--results", "runs", "schedule.steps=24", "--algorithm", "grpo"]
+    steps = [  # (what, the command, what the docs say it does, a file whose writing gets it killed)
+        ("the config checked", [*harness, "run", "b.yaml", "--check"], lambda o, rc: rc == 0, None),
+        (
+            "a typo named, with its fix",
+            [*harness, "run", "b.yaml", "schedule.stepz=3", "--check"],
+            lambda o, rc: rc == 2 and "did you mean 'steps'?" in o,
+            None,
+        ),
+        (
+            "the costs and power said first, then the runs",
+            [*harness, "run", "b.yaml", "--results", "runs"],
+            lambda o, rc: rc == 0 and "warm start to build first" in o and "held-out: 60 problems" in o,
+            None,
+        ),
+        (
+            "a logger added to finished runs: none runs again",
+            [*harness, "run", "b.yaml", "--results", "runs", "trainer.loggers=[csv, tensorboard]"],
+            lambda o, rc: rc == 0 and o.count("skipped") == 2 and "sent to tensorboard" in o,
+            None,
+        ),
+        (
+            "settings from the command line: a longer run, killed with SIGKILL after its first checkpoint",
+            [*harness, *longer],
+            lambda o, rc: rc != 0,
+            "runs/own/grpo-seed0/checkpoints/last.ckpt",
+        ),
+        (
+            "the same command resumes it",
+            [*harness, *longer],
+            lambda o, rc: rc == 0 and "resuming after step" in o,
+            None,
+        ),
+        (
+            "harness.run from Python: the leaderboard back",
+            [sys.executable, "-c", python],
+            lambda o, rc: rc == 0 and "('own', 'grpo'" in o,
+            None,
+        ),
+        (
+            "its completions shown",
+            [*harness, "show", "runs/own/grpo-seed0", "--limit", "2"],
+            lambda o, rc: rc == 0 and "reward" in o,
+            None,
+        ),
+        (
+            "its kept policy evaluated beside the start",
+            [
+                *harness,
+                "evaluate",
+                "b.yaml",
+                "--results",
+                "runs",
+                "--model",
+                "start",
+                "--model",
+                "runs/own/grpo-seed0/policy",
+            ],
+            lambda o, rc: rc == 0 and "grpo-seed0" in o and "evaluation/leaderboard.md" in o,
+            None,
+        ),
+    ]
+    for name, command, expect, kill_after in steps:
+        step(name, command, folder, expect, rows, kill_after)
     table = "| step | command | seconds | as documented |\n|---|---|---|---|\n" + "".join(
         f"| {name} | `{command}` | {seconds:.1f} | {'yes' if ok else 'NO'} |\n" for name, command, seconds, ok in rows
     )
