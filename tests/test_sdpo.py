@@ -427,6 +427,10 @@ def test_the_teacher_rule_is_the_papers_codes():
     assert ours == papers_contexts(REWARDS, papers_feedbacks, 4, threshold=1.0)
     assert any(f for _, f in ours) and any(s is not None for s, _ in ours)
     assert ours != teacher_contexts(REWARDS, FEEDBACKS, 4, Reprompt(**TRL_RULE))
+    # a success alone in its group: our verifier's "correct" is not shown (the paper's says nothing)
+    alone = teacher_contexts([1.0, 0.0, 0.0, 0.0], ["correct", "wrong", "", ""], 4, Reprompt())
+    assert alone == papers_contexts([1.0, 0.0, 0.0, 0.0], ["", "wrong", "", ""], 4, threshold=1.0)
+    assert alone[0] == (None, False)
 
 
 def test_the_rule_on_literal_rewards():
