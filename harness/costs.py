@@ -76,7 +76,7 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
             pace = seconds_per_example(benchmark.cache_dir, suite.task.class_path)
             guess = (
                 f"about {fmt_duration(pace[0] * ws.steps * ws.batch_size)} at the pace of the warm starts {pace[1]} "
-                "in this cache"
+                "in this cache" + (" (whose examples may be shorter or longer)" if pace[1] != "of this task" else "")
                 if pace
                 else "no earlier warm start in this cache to estimate its time from"
             )
@@ -86,10 +86,11 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
         size = held_out_size(suite)
         if size is None:
             continue
-        items = size * len(suite.seeds)
+        seeds = len({r.seed for r in runs if r.suite is suite})  # those selected to run
+        items = size * seeds
         best, typical = least_detectable(items, 0.0), least_detectable(items, 0.2)
         line = (
-            f"[{suite.name}] held-out: {size} problems x {len(suite.seeds)} seed{'s' * (len(suite.seeds) > 1)}; "
+            f"[{suite.name}] held-out: {size} problems x {seeds} seed{'s' * (seeds > 1)}; "
             "the least gain a paired test can "
             f"call beyond noise is {best:.1%} with no problem changing the other way, {typical:.1%} with a fifth "
             "of them changing"
