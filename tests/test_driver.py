@@ -390,34 +390,34 @@ def test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed(tmp
 
 
 @pytest.mark.slow
-def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_later(tmp_path, capsys):
+def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_later(tmp_path, capsys, monkeypatch):
     """Loggers and keep_policy change no record: a finished run is not run again for them. A
     logger named afterwards gets the run's records (each step, the final summary); a policy
     asked for afterwards cannot be had, and that is said."""
-    import importlib.util
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
 
-    if not importlib.util.find_spec("tensorboard"):
-        pytest.skip("tensorboard is not installed")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     spec = suite("math", "tasks.math.MathTask", steps=2, trainer={"loggers": ["csv"]})
     config = write_config(tmp_path / "b.yaml", [spec], tmp_path / "cache")
     results = tmp_path / "runs"
     assert main(["run", str(config), "--results", str(results)]) == 0
     run = results / "math" / "grpo-seed0"
     records = (run / "metrics.parquet").read_bytes()
-    assert json.loads((run / "loggers.json").read_text()) == ["csv"] and not (run / "tensorboard").exists()
+    assert json.loads((run / "loggers.json").read_text()) == ["csv"] and not (results / "mlflow.db").exists()
     capsys.readouterr()
-    overrides = ["trainer.loggers=[csv, tensorboard]", "trainer.keep_policy=true"]
+    overrides = ["trainer.loggers=[csv, mlflow]", "trainer.keep_policy=true"]
     assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
     out = capsys.readouterr().out
-    assert "finished earlier with these settings, skipped" in out and "sent to tensorboard" in out
+    assert "finished earlier with these settings, skipped" in out and "sent to mlflow" in out
     assert "finished without keeping its policy" in out
     assert (run / "metrics.parquet").read_bytes() == records and not (results / "math" / ".replaced").exists()
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(next((run / "tensorboard").rglob("events.*")).parent))
-    events.Reload()
-    assert [e.step for e in events.Scalars("reward")] == [1, 2] and "final/acc_gain" in events.Tags()["scalars"]
-    assert json.loads((run / "loggers.json").read_text()) == ["csv", "tensorboard"]
+    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "math"]
+    (logged,) = client.search_runs([experiment.experiment_id])
+    assert [m.step for m in client.get_metric_history(logged.info.run_id, "reward")] == [1, 2]
+    assert "final/accuracy_after" in logged.data.metrics
+    assert json.loads((run / "loggers.json").read_text()) == ["csv", "mlflow"]
     assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
     assert "sent to" not in capsys.readouterr().out  # once
 
