@@ -11,6 +11,7 @@ by one process at a time (a file lock in its folder), and publishing is serializ
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -44,6 +45,7 @@ from harness.provenance import (
     weights_digest,
 )
 from harness.records import (
+    MEASURED,
     NOT_IN_SPEC,
     StepRecorder,
     records_frame,
@@ -271,7 +273,7 @@ def run_one(
                 else "running in another process, skipped"
             )
             if action == "skip" and distributed.rank() == 0:
-                finished_afterwards(suite, algorithm, seed, run_dir, say)
+                finished_afterwards(suite, algorithm, seed, run_dir, cache_dir, say)
             return None
         try:
             return fit(suite, algorithm, seed, run_dir, cache_dir, action == "resume", say)
@@ -556,15 +558,13 @@ def loggers(run_dir: Path, names: list[str] | None, run_id: str, spec: dict) -> 
     return chosen
 
 
-def finished_afterwards(suite: Suite, algorithm: str, seed: int, run_dir: Path, say) -> None:
+def finished_afterwards(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, say) -> None:
     """What a finished run can still give of the settings that do not change its records: its
-    records sent to the loggers named since it ran (`trainer.loggers`). Its policy cannot be kept
-    afterwards (a finished run keeps no weights): that is said."""
+    records sent to the loggers named since it ran (`trainer.loggers`), and its policy
+    (`keep_policy`), which a finished run does not keep: the run is replayed from its start in a
+    scratch folder, and the policy kept only if the replay's records are the run's own."""
     if suite.trainer.keep_policy and not (run_dir / "policy").is_dir():
-        say(
-            "trainer.keep_policy: it finished without keeping its policy, whose weights are gone; "
-            f"move {run_dir} aside to run it again with it kept"
-        )
+        replay_for_policy(suite, algorithm, seed, run_dir, cache_dir, say)
     asked = logger_names(suite.trainer.loggers)
     sent = run_dir / "loggers.json"
     before = json.loads(sent.read_text()) if sent.exists() else None
@@ -589,6 +589,30 @@ def finished_afterwards(suite: Suite, algorithm: str, seed: int, run_dir: Path, 
     close_loggers(chosen, summary, metrics, evaluations, len(metrics))
     write_json(before + new, sent)
     say(f"its records sent to {', '.join(new)} (trainer.loggers)")
+
+
+def replay_for_policy(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, say) -> None:
+    """Run a finished run again from its start to keep its policy: on one machine a run's
+    records are deterministic, so equal records are the same weights. A run of several
+    processes is not replayed from here (its other processes have gone)."""
+    if suite.trainer.processes > 1:
+        say("trainer.keep_policy: it finished without keeping its policy; replay it with one process to keep one")
+        return
+    scratch = run_dir.parent / ".replay" / run_dir.name
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    say(f"trainer.keep_policy: it finished without keeping its policy; replaying it in {scratch} to keep it")
+    quiet = dataclasses.replace(suite, trainer=dataclasses.replace(suite.trainer, loggers=[]))
+    write_json(run_spec(quiet, algorithm, seed), scratch / "spec.json")
+    fit(quiet, algorithm, seed, scratch, cache_dir, False, say)
+    recorded, replayed = (pl.read_parquet(d / "metrics.parquet") for d in (run_dir, scratch))
+    kept = [c for c in recorded.columns if not c.startswith(MEASURED)]
+    if replayed.select(kept).equals(recorded.select(kept)):
+        (scratch / "policy").rename(run_dir / "policy")
+        say(f"its policy kept in {run_dir / 'policy'} (the replay's records are the run's own)")
+    else:
+        say("the replay's records differ from the run's (another machine or release?): no policy kept")
+    shutil.rmtree(scratch.parent, ignore_errors=True)
 
 
 def close_loggers(chosen: list, summary: dict, metrics: pl.DataFrame, evaluations: pl.DataFrame, step: int) -> None:

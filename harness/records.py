@@ -246,10 +246,15 @@ without one reads as having it, so adding a setting neither reruns earlier runs 
 apart from new ones in a leaderboard's `own_settings`."""
 
 
+MEASURED = ("wall_clock_s", "timing_s/", "memory/", "machine/", "measure_s")
+"""A step's columns that measure the machine rather than the run: they differ from run to run
+on one machine, and the rest of a record does not."""
+
 NOT_IN_SPEC = {"trainer": ("checkpoint_every_s", "completions", "loggers", "keep_policy")}
 """Settings no record depends on: left out of a run's spec (and out of one recorded with them),
 so that changing one neither reruns a finished run nor tells runs apart in a leaderboard. A
-finished run sends its records to loggers named later (`harness.driver.log_afterwards`)."""
+finished run sends its records to loggers named later, and replays itself to keep a policy
+asked for later (`harness.driver.finished_afterwards`)."""
 
 
 def with_added_settings(record: dict) -> dict:

@@ -25,6 +25,10 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from harness.records import MEASURED  # noqa: E402  (what differs run to run on one machine)
+
 AVX2_CPU = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 AVX512_CPU = {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"}
 VARIANTS = [  # (kernels, simulated CPU, its environment, threads)
@@ -40,14 +44,13 @@ VARIANTS = [  # (kernels, simulated CPU, its environment, threads)
     ("portable", "AVX-512 asked for", AVX512_CPU, 2),
     ("portable", "AVX-512 asked for", AVX512_CPU, 4),
 ]
-NOT_RECORDS = ("wall_clock_s", "timing_s/", "memory/", "machine/")  # what differs run to run on one machine
 
 
 def records_digest(results: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(results.glob("*/*/metrics.parquet")):
         frame = pl.read_parquet(path)
-        frame = frame.select(c for c in frame.columns if not c.startswith(NOT_RECORDS))
+        frame = frame.select(c for c in frame.columns if not c.startswith(MEASURED))
         h.update(path.parent.name.encode() + repr(frame.rows()).encode())  # repr: NaN reads alike
     for path in sorted(results.glob("*/*/eval.parquet")):
         h.update(repr(pl.read_parquet(path).rows()).encode())

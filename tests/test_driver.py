@@ -393,7 +393,8 @@ def test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed(tmp
 def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_later(tmp_path, capsys, monkeypatch):
     """Loggers and keep_policy change no record: a finished run is not run again for them. A
     logger named afterwards gets the run's records (each step, the final summary); a policy
-    asked for afterwards cannot be had, and that is said."""
+    asked for afterwards is had by replaying the run in a scratch folder, kept because the
+    replay's records are the run's own; the run's folder is left as it was otherwise."""
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
@@ -410,8 +411,9 @@ def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_la
     assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
     out = capsys.readouterr().out
     assert "finished earlier with these settings, skipped" in out and "sent to mlflow" in out
-    assert "finished without keeping its policy" in out
+    assert "replaying it in" in out and "its policy kept in" in out and (run / "policy" / "config.json").is_file()
     assert (run / "metrics.parquet").read_bytes() == records and not (results / "math" / ".replaced").exists()
+    assert not (results / "math" / ".replay").exists()
     client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
     (experiment,) = [e for e in client.search_experiments() if e.name == "math"]
     (logged,) = client.search_runs([experiment.experiment_id])
@@ -419,7 +421,8 @@ def test_a_finished_run_stays_finished_and_sends_its_records_to_loggers_named_la
     assert "final/accuracy_after" in logged.data.metrics
     assert json.loads((run / "loggers.json").read_text()) == ["csv", "mlflow"]
     assert main(["run", str(config), *overrides, "--results", str(results)]) == 0
-    assert "sent to" not in capsys.readouterr().out  # once
+    again = capsys.readouterr().out
+    assert "sent to" not in again and "replaying" not in again  # once each
 
 
 def test_a_run_that_fails_at_its_start_leaves_no_folder_behind(tmp_path, monkeypatch):
