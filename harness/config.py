@@ -135,7 +135,8 @@ class TrainerArgs:
     keep_policy: bool = False
     """Save the trained policy as `<run>/policy/`, a directory that transformers'
     `AutoModelForCausalLM.from_pretrained` loads (gathered from the shards under fsdp). A finished
-    run deletes its checkpoints otherwise, and only its records stay."""
+    run deletes its checkpoints otherwise, and only its records stay; asked for after it finished,
+    the run is replayed to keep it (docs/running.md)."""
     loggers: Annotated[list[str], Distinct()] | None = None
     """Where each step's record goes besides the run's parquet files, through Lightning's loggers:
     any of csv (`<run>/logs/`), tensorboard (`<run>/tensorboard/`), wandb, mlflow. Each run is
