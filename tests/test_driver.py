@@ -301,7 +301,7 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
     assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(
         pl.read_parquet(runs / "math" / "leaderboard.parquet")
     )
-    assert (published / "leaderboard.md").read_text().replace("results", "runs") == (
+    assert (published / "leaderboard.md").read_text().replace("Leaderboard: results", "Leaderboard: runs") == (
         runs / "leaderboard.md"
     ).read_text()
     # published again from the records alone, with the run folders gone
