@@ -271,9 +271,7 @@ def test_error_spans_are_the_commands_that_leave_every_shortest_plan(task):
         if len(plan) + 1 > task.max_turns:
             continue
         assert task.error_spans(problem, played(task, problem, plan)) is None
-        elsewhere = next(
-            c for c in env.admissible if c.startswith("go to ") and c != plan[0] and c not in plan
-        )
+        elsewhere = next(c for c in env.admissible if c.startswith("go to ") and c != plan[0] and c not in plan)
         detour = played(task, problem, [elsewhere, *plan])
         errors = task.error_spans(problem, detour)
         assert detour[slice(*errors.first)] == elsewhere and errors.wrong == (errors.first,)

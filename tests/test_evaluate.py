@@ -97,7 +97,7 @@ def test_two_processes_evaluate_the_same_items_as_one(trained):
     config.write_text(yaml.safe_dump({"cache_dir": str(root / "cache"), "suites": [spread]}))
     done = run_harness(config, root / "two", "--model", str(run / "policy"), command="evaluate")
     assert done.returncode == 0, done.stderr[-3000:]
-    (folder,) = (root / "two" / "tiny-math" / "evaluation").glob("*policy")
+    (folder,) = (root / "two" / "tiny-math" / "evaluation").glob(run.name)  # a kept policy: by its run
     items = pl.read_parquet(folder / "items.parquet")
     assert items["reward"].to_list() == pl.read_parquet(run / "eval.parquet")["rewards"][-1].to_list()
 

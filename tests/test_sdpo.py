@@ -523,7 +523,8 @@ def test_the_probe_is_the_policys_gain_on_a_success_shown_itself(policy):
     probe = module.diagnostics(rollouts)
     assert probe["self_distillation/probe_logprob_gain"] == pytest.approx(float(expected), abs=1e-5)
     assert probe["self_distillation/probe_headroom"] == pytest.approx(
-        float(torch.cat([gains[1], gains[3]]).mean()), abs=1e-5  # -log p without the block
+        float(torch.cat([gains[1], gains[3]]).mean()),
+        abs=1e-5,  # -log p without the block
     )
     rollouts.verdicts = [Verdict(0.0, "") for _ in rollouts.verdicts]
     assert math.isnan(module.diagnostics(rollouts)["self_distillation/probe_logprob_gain"])
