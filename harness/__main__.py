@@ -149,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         hint = ""
         if any(e.startswith("--") for e in extra) and args.command == "run":
-            hint = f" (a suite's settings go as KEY=VALUE after the config, e.g. schedule.steps=3; {run.prog} -h lists the options)"
+            hint = (
+                " (a suite's settings go as KEY=VALUE after the config, e.g. schedule.steps=3; --smoke runs every "
+                f"run for 3 steps as a check; {run.prog} -h lists the options)"
+            )
         parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
     if args.command == "show":
