@@ -187,12 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         return False
 
     if args.command == "across":
-        from harness import across_tasks
+        from harness.across_tasks import publish as publish_across
 
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
             return 2
-        table = across_tasks.publish(args.directory, args.reference)
+        table = publish_across(args.directory, args.reference)
         print(table)
         print(f"wrote {args.directory / 'across_tasks.md'}")
         return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from harness.config import Benchmark, Suite
 from harness.models import weights_recipe
 from harness.plan import PlannedRun
+from harness.records import fmt_duration
 
 TOO_COARSE = 0.10
 """A held-out set that cannot call a gain below this (10 points) beyond noise is warned of."""
@@ -65,8 +66,6 @@ def seconds_per_example(cache_dir: Path, task_class: str) -> tuple[float, str] |
 
 def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
     """The lines said before a benchmark trains."""
-    from harness.driver import fmt_duration
-
     lines, seen = [], set()
     for suite in {id(r.suite): r.suite for r in runs}.values():
         recipe = weights_recipe(suite.model, suite.task_key())

@@ -48,6 +48,7 @@ from harness.records import (
     MEASURED,
     NOT_IN_SPEC,
     StepRecorder,
+    fmt_duration,
     records_frame,
     resume_point,
     run_name,
@@ -157,10 +158,6 @@ SESSION = f"{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
 
 def fmt_mb(mb: float) -> str:
     return f"{mb / 1024:.1f} GiB" if mb >= 1024 else f"{mb:.1f} MiB"
-
-
-def fmt_duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 def build_module(
