@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import math
 import random
 from dataclasses import dataclass
@@ -296,6 +297,12 @@ def teacher_example(task, problem, tokenizer, reprompt: Reprompt, rng: random.Ra
     return prefix + realized, [-100] * len(prefix) + labels
 
 
+def check_sampled_token(mode: str, alpha: float) -> None:
+    """The sampled-token objective is the reverse KL alone: it takes no other alpha."""
+    if mode == "sampled_token" and alpha != 1.0:
+        raise ValueError(f"distillation_alpha: sampled_token is the reverse KL alone, 1.0 (got {alpha})")
+
+
 class SDPO(GRPO):
     def __init__(
         self,
@@ -325,10 +332,7 @@ class SDPO(GRPO):
         teacher context (`Reprompt`). probe_rollouts: successes a step the probe reads.
         scoring_tokens: token slots in one student or teacher pass (`next_token_hidden`)."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
-        if distillation_mode == "sampled_token" and distillation_alpha != 1.0:
-            raise ValueError(
-                f"distillation_alpha: sampled_token is the reverse KL alone, 1.0 (got {distillation_alpha})"
-            )
+        check_sampled_token(distillation_mode, distillation_alpha)
         self.distillation_weight, self.distillation_is_clip = distillation_weight, distillation_is_clip
         self.distillation_mode, self.distillation_topk = distillation_mode, distillation_topk
         self.distillation_add_tail, self.distillation_alpha = distillation_add_tail, distillation_alpha
@@ -345,8 +349,11 @@ class SDPO(GRPO):
     @classmethod
     def check_args(cls, args):
         super().check_args(args)
-        if args.get("distillation_mode") == "sampled_token" and args.get("distillation_alpha", 0.5) != 1.0:
-            raise ValueError("distillation_alpha: sampled_token is the reverse KL alone, 1.0")
+        defaults = inspect.signature(cls.__init__).parameters
+        check_sampled_token(
+            args.get("distillation_mode", defaults["distillation_mode"].default),
+            args.get("distillation_alpha", defaults["distillation_alpha"].default),
+        )
         if isinstance(args.get("reprompt"), dict):
             Reprompt(**args["reprompt"])
 

@@ -341,7 +341,7 @@ def publish(directory: Path) -> pl.DataFrame:
         shares = [c for c in board.columns if c.endswith("_share")]
         text = (
             f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
-            f"Every column is defined in {columns_link(directory)}.\n\n{start_notes(board)}"
+            f"Every column is defined in {columns_link(directory)}.\n\n{row_notes(board)}"
             f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
             f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
             + (f"\n## Environments\n\n{notes}" if notes else "")
@@ -367,7 +367,7 @@ def columns_link(directory: Path) -> str:
     return f"[docs/results.md]({os.path.relpath(DEFINITIONS, here)}#the-leaderboards-columns)"
 
 
-def start_notes(board: pl.DataFrame) -> str:
+def row_notes(board: pl.DataFrame) -> str:
     """A line for each row whose held-out accuracy started at 0 or 1 (from there no gain, or no
     loss, can show, whatever the algorithm does), and for each speedup whose runs ran in different
     invocations of the harness."""

@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from harness.records import Run, write_atomic  # noqa: E402
+from rollout.batch import solved  # noqa: E402
 
 STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
 """Each algorithm's line style and marker besides its colour: curves that coincide (two algorithms
@@ -120,7 +121,7 @@ def paired_differences(runs: list[Run], algorithm: str, reference: str) -> list[
                 continue
             x, y = mine.filter(pl.col("step") == step)["rewards"], theirs.filter(pl.col("step") == step)["rewards"]
             if len(x) and len(y) and len(x[0]) == len(y[0]):
-                differences += [float(p >= 1.0) - float(q >= 1.0) for p, q in zip(x[0], y[0])]
+                differences += [float(solved(p)) - float(solved(q)) for p, q in zip(x[0], y[0])]
         if len(differences) > 1:
             d = np.array(differences)
             out.append((step, float(d.mean()), float(1.96 * d.std(ddof=1) / np.sqrt(len(d)))))

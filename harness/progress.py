@@ -19,8 +19,7 @@ class Lines(L.Callback):
         self.started = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step if module.automatic_optimization else batch_idx + 1
-        step = getattr(module, "rl_step", step)
+        step = getattr(module, "rl_step", trainer.global_step)  # RL steps, or the warm start's optimizer steps
         if trainer.is_global_zero and (step % self.every == 0 or step == self.total):
             print(f"{self.label}: step {step}/{self.total} ({time.perf_counter() - self.started:.0f} s)", flush=True)
 

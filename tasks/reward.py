@@ -110,8 +110,11 @@ class RewardTask(Task):
     @cached_property
     def fields(self) -> list[str]:
         """The fields every row passes to the reward besides the prompt."""
-        rows = read_rows(Path(self.train_file), "train_file")
-        return [k for k in rows[0] if k != self.prompt_field]
+        return [k for k in self._train_rows[0] if k != self.prompt_field]
+
+    @cached_property
+    def _train_rows(self) -> list[dict]:
+        return read_rows(Path(self.train_file), "train_file")
 
     @cached_property
     def _reward(self) -> Callable:
@@ -139,8 +142,7 @@ class RewardTask(Task):
 
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
-        path = Path(self.train_file)
-        rows = read_rows(path, "train_file")
+        path, rows = Path(self.train_file), self._train_rows
         if self.eval_file:
             eval_path = Path(self.eval_file)
             eval_rows = read_rows(eval_path, "eval_file")

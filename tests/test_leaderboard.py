@@ -330,7 +330,7 @@ def test_a_speedup_at_one_seed_has_an_interval_from_its_steps_and_says_when_its_
     the slow step drawn k times of 10 (binomial, p = 0.1) the ratio is 2 + 0.2 k, whose 2.5% and
     97.5% quantiles are k = 0 and k = 3. A pair whose runs come from two invocations gets a note
     with the machine's load."""
-    from harness.leaderboard import start_notes
+    from harness.leaderboard import row_notes
 
     one = runs("grpo").filter(pl.col("seed") == 0)
     steps = {"grpo": [2.0] * 9 + [4.0], "hp_rlvr": [1.0] * 10}
@@ -342,18 +342,18 @@ def test_a_speedup_at_one_seed_has_an_interval_from_its_steps_and_says_when_its_
     hp = aggregate(one).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
     assert hp["speedup_ci95"] == pytest.approx([2.0, 2.6])
     assert hp["sessions"] == "several" and hp["load"] == 1.5
-    assert "s / hp_rlvr: its speedup pairs runs of different invocations" in start_notes(aggregate(one))
+    assert "s / hp_rlvr: its speedup pairs runs of different invocations" in row_notes(aggregate(one))
     same = aggregate(one.with_columns(pl.lit("a").alias("session")))
-    assert same.filter(pl.col("algorithm") == "hp_rlvr")["sessions"][0] == "one" and not start_notes(same)
+    assert same.filter(pl.col("algorithm") == "hp_rlvr")["sessions"][0] == "one" and not row_notes(same)
     unknown = aggregate(runs("grpo"))  # runs recorded before sessions were
     assert unknown["sessions"].to_list() == [None, None] and unknown["speedup_ci95"][1] is not None
 
 
 def test_a_start_at_nothing_solved_is_noted():
-    from harness.leaderboard import start_notes
+    from harness.leaderboard import row_notes
 
     board = aggregate(runs("grpo").with_columns(pl.lit(0.0).alias("accuracy_before")))
-    assert "s / grpo: held-out accuracy 0% at the start: nothing solved" in start_notes(board)
+    assert "s / grpo: held-out accuracy 0% at the start: nothing solved" in row_notes(board)
 
 
 def test_the_paired_difference_over_steps_is_item_by_item_pooled_over_seeds():
