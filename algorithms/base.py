@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from algorithms.fidelity import eligible_spans, on_span, step_fidelity
+from algorithms.fidelity import eligible_spans, first_error, on_span, step_fidelity
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
@@ -33,7 +33,7 @@ from rollout.ranges import violation
 from rollout.scoring import masked_mean, sequence_logprobs
 from rollout.settings import SamplingArgs
 from rollout.sharding import FSDP2, gathered, is_sharded
-from tasks.base import Problem, Task
+from tasks.base import Problem, Span, Task
 
 
 def token_mean_divisor(eligible: Tensor) -> float:
@@ -231,13 +231,18 @@ class RLVRModule(L.LightningModule):
         with self.stage(timing, "credit"):
             advantages, credit_stats = self.credit(trainable)
         measured = time.perf_counter()  # a measurement, not the algorithm's work: kept out of its wall-clock
-        credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer) | self.diagnostics(trainable)
+        located: dict[int, Span | None] = {}  # each rollout's first error, located once a step
+        credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer, located=located)
+        credit_stats |= self.diagnostics(trainable)
+        kept = self.completions_per_step if distributed.rank() == 0 else 0
+        for row in range(min(kept, len(trainable))):  # the kept completions show theirs (`harness show`)
+            first_error(self.task, trainable, row, located)
         credit_stats["measure_s"] = time.perf_counter() - measured  # what measuring cost, outside wall_clock_s
         started += credit_stats["measure_s"]
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)
-        if self.completions_per_step and distributed.rank() == 0:
-            self.completions += self.completion_rows(trainable, advantages)
+        if kept:
+            self.completions += self.completion_rows(trainable, advantages, located)
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
@@ -264,17 +269,20 @@ class RLVRModule(L.LightningModule):
         if self.rl_step >= self.schedule.steps:
             self.trainer.should_stop = True
 
-    def completion_rows(self, rollouts: Rollouts, advantages: Tensor) -> list[dict[str, Any]]:
+    def completion_rows(
+        self, rollouts: Rollouts, advantages: Tensor, located: dict[int, Span | None]
+    ) -> list[dict[str, Any]]:
         """The first `completions_per_step` rollouts of this step (the first process's: its first
         groups), with their text, verdicts and each generated token's advantage (and, where the
-        algorithm gives tokens weights of their own, as HP-RLVR does, those weights)."""
+        algorithm gives tokens weights of their own, as HP-RLVR does, those weights), and the
+        first error of each as `located` holds it."""
         weights = rollouts.token_data.get("token_weights")
         rows = []
         for i in range(min(self.completions_per_step, len(rollouts))):
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
             ids = rollouts.input_ids[i][eligible].tolist()
-            errors = self.task.error_spans(rollouts.problems[i], rollouts.completions[i])
+            error = located[i]
             rows.append(
                 {
                     "step": self.rl_step + 1,
@@ -288,11 +296,11 @@ class RLVRModule(L.LightningModule):
                     "tokens": self.tokenizer.convert_ids_to_tokens(ids),
                     "token_advantages": advantages[i][eligible].float().tolist(),
                     "token_weights": None if weights is None else weights[i][eligible].float().tolist(),
-                    # where the task locates the error (Task.error_spans): the step, and its tokens
-                    "error_step": None if errors is None else rollouts.completions[i][slice(*errors.first)],
+                    # where the task locates the error (Task.first_error): the step, and its tokens
+                    "error_step": None if error is None else rollouts.completions[i][slice(*error)],
                     "error_tokens": None
-                    if errors is None
-                    else on_span(eligible_spans(self.tokenizer, rollouts, i, self.task.multi_turn), errors.first),
+                    if error is None
+                    else on_span(eligible_spans(self.tokenizer, rollouts, i, self.task.multi_turn), error),
                 }
             )
         return rows

@@ -1,6 +1,6 @@
 """Credit fidelity: does an algorithm's token credit land on the error its task locates?
 
-For a rollout whose task can say where it goes wrong (`Task.error_spans`: the first wrong step),
+For a rollout whose task can say where it goes wrong (`Task.first_error`: the first wrong step),
 with A_t its tokens' advantages:
 
     failed:     blame b_t = max(-A_t, 0)
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 
 from rollout.batch import solved
-from tasks.base import ErrorSpans, Span, Task
+from tasks.base import Span, Task
 
 
 def token_spans(tokenizer, token_ids: Sequence[int]) -> list[Span]:
@@ -70,14 +70,13 @@ def on_span(spans: Sequence[Span], span: Span) -> list[bool]:
     return [s < end and e > start and e > s for s, e in spans]
 
 
-def fidelity(
-    advantages: Sequence[float], spans: Sequence[Span], errors: ErrorSpans, succeeded: bool
-) -> dict[str, float]:
+def fidelity(advantages: Sequence[float], spans: Sequence[Span], error: Span, succeeded: bool) -> dict[str, float]:
     """The figures above for one rollout: `advantages` and `spans` of its completion's tokens, in
-    order. Empty where the rollout's credit has none of the sign that counts (no blame on a
-    failure, no praise on a success) or no token lies on the step."""
-    start, end = errors.first
-    on_error = on_span(spans, errors.first)
+    order, and `error` the first wrong step's span. Empty where the rollout's credit has none of
+    the sign that counts (no blame on a failure, no praise on a success) or no token lies on the
+    step."""
+    start, end = error
+    on_error = on_span(spans, error)
     if not any(on_error):
         return {}
     weights = [max(a, 0.0) if succeeded else max(-a, 0.0) for a in advantages]
@@ -104,27 +103,42 @@ MULTI_TURN_SAMPLE = 8
 """The same for a multi-turn task, whose errors cost a replay and a plan a turn (ALFWorld's)."""
 
 
-def step_fidelity(task, rollouts, advantages, tokenizer, sample: int | None = None) -> dict[str, float]:
+def locates_errors(task: Task) -> bool:
+    return type(task).error_spans is not Task.error_spans or type(task).first_error is not Task.first_error
+
+
+def first_error(task: Task, rollouts, row: int, located: dict[int, Span | None]) -> Span | None:
+    """The row's first wrong step (`Task.first_error`), located once a step: `located` keeps it
+    for whatever else of the step reads it (the completions kept with their text)."""
+    if row not in located:
+        located[row] = task.first_error(rollouts.problems[row], rollouts.completions[row])
+    return located[row]
+
+
+def step_fidelity(
+    task, rollouts, advantages, tokenizer, sample: int | None = None, located: dict[int, Span | None] | None = None
+) -> dict[str, float]:
     """The step's figures, each the mean over the first `sample` rollouts that have it (NaN where
     none has; by default `SAMPLE`, `MULTI_TURN_SAMPLE` for a multi-turn task), under
     `credit/...`, with `credit/fidelity_rollouts` (how many were read). Empty where the task
-    locates no errors (`Task.error_spans` not given)."""
-    if type(task).error_spans is Task.error_spans:
+    locates no errors. `located`: the step's errors located so far, filled as they are."""
+    if not locates_errors(task):
         return {}
     if sample is None:
         sample = MULTI_TURN_SAMPLE if task.multi_turn else SAMPLE
+    located = {} if located is None else located
     figures: dict[str, list[float]] = {}
     read = 0
     for row in range(len(rollouts)):
         if read == sample:
             break
-        errors = task.error_spans(rollouts.problems[row], rollouts.completions[row])
-        if errors is None:
+        error = first_error(task, rollouts, row, located)
+        if error is None:
             continue
         read += 1
         eligible = rollouts.eligible[row]
         spans = eligible_spans(tokenizer, rollouts, row, task.multi_turn)
-        own = fidelity(advantages[row][eligible].tolist(), spans, errors, bool(solved(rollouts.rewards[row])))
+        own = fidelity(advantages[row][eligible].tolist(), spans, error, bool(solved(rollouts.rewards[row])))
         for key, value in own.items():
             figures.setdefault(key, []).append(value)
     stats = {

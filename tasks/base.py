@@ -12,7 +12,7 @@ from rollout.batch import Problem, Rollouts, Verdict
 if TYPE_CHECKING:
     from rollout.decoding import RolloutEngine
 
-__all__ = ["ErrorSpans", "Problem", "Task", "Verdict"]  # the problem and verdict types live with the batch
+__all__ = ["ErrorSpans", "Problem", "Span", "Task", "Verdict"]  # the problem and verdict types live with the batch
 
 Span = tuple[int, int]
 """Character offsets [start, end) in a completion."""
@@ -87,6 +87,12 @@ class Task(abc.ABC):
         """Where `completion` goes wrong (for credit fidelity: does an algorithm's credit land on
         the error?), or None where the task cannot tell or finds no error. By default None."""
         return None
+
+    def first_error(self, problem: Problem, completion: str) -> Span | None:
+        """`error_spans`' first wrong step alone, all that credit fidelity reads: a task whose
+        errors are costly to locate (a plan a turn, ALFWorld's) stops there."""
+        errors = self.error_spans(problem, completion)
+        return None if errors is None else errors.first
 
     def corrupt(self, problem: Problem, rng) -> str | None:
         """A plausible failed completion of `problem` (for warm-start examples of failure), or

@@ -278,8 +278,34 @@ def test_error_spans_are_the_commands_that_leave_every_shortest_plan(task):
         refused = played(task, problem, [plan[0], "jump over the fridge", *plan[1:]])
         errors = task.error_spans(problem, refused)
         assert refused[slice(*errors.first)] == "jump over the fridge" and len(errors.wrong) == 1
+        for completion in (detour, refused):
+            assert task.first_error(problem, completion) == task.error_spans(problem, completion).first
         checked += 1
     assert checked >= 3
+
+
+def test_the_first_error_is_planned_only_up_to_it(task, monkeypatch):
+    """`first_error` replays an episode up to its first wrong command and no further: a plan a
+    turn is what locating errors costs, and an episode usually goes wrong early."""
+    from tasks.alfworld.task import planning_environment
+
+    env = planning_environment(task.max_turns)
+    for problem in task.train_problems():
+        env.reset(task.games[problem.id])
+        plan = list(env.plan)
+        if len(plan) + 1 <= task.max_turns:
+            break
+    elsewhere = next(c for c in env.admissible if c.startswith("go to ") and c not in plan)
+    completion = played(task, problem, [plan[0], elsewhere, *plan[1:]])
+    steps = []
+    step = type(env).step
+    monkeypatch.setattr(type(env), "step", lambda self, command: steps.append(command) or step(self, command))
+    assert completion[slice(*task.first_error(problem, completion))] == elsewhere
+    assert steps == [plan[0], elsewhere]
+    steps.clear()
+    assert task.error_spans(problem, completion).first == task.first_error(problem, completion)
+    assert len(steps) == len(split_demonstration(completion)) + 2  # the whole episode, then up to its first error
+    assert task.first_error(problem, played(task, problem, plan)) is None
 
 
 def test_a_steps_fidelity_reads_an_episodes_turns(task, tiny_dir):

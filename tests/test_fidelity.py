@@ -36,7 +36,7 @@ def test_the_math_task_locates_the_first_wrong_step_and_what_follows(completion,
 
 
 SPANS = [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]  # five tokens of two characters
-ERROR = ErrorSpans((4, 8), ((4, 8),))  # the third and fourth tokens
+ERROR = (4, 8)  # the first wrong step: the third and fourth tokens
 
 
 def test_the_blame_on_a_failure_splits_before_on_and_after_the_error():
@@ -107,3 +107,22 @@ def test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens():
     focused[0, rollouts.eligible[0].nonzero().view(-1)[on]] = -1.0
     assert step_fidelity(task, rollouts, focused, tokenizer)["credit/blame_on_error"] == 1.0
     assert step_fidelity(task, rollouts, uniform, tokenizer, sample=1)["credit/fidelity_rollouts"] == 1.0
+
+    # each rollout's error is located once a step, whoever reads it (fidelity, the kept completions)
+    from algorithms.fidelity import first_error
+
+    calls = []
+
+    class Counted(MathTask):
+        def first_error(self, problem, completion):
+            calls.append(completion)
+            return super().first_error(problem, completion)
+
+    counted, located = Counted(), {}
+    assert step_fidelity(counted, rollouts, uniform, tokenizer, located=located) == stats
+    assert [first_error(counted, rollouts, row, located) for row in range(3)] == [
+        wrong_steps(texts[0])[0],
+        wrong_steps(texts[1])[0],
+        None,
+    ]
+    assert calls == texts

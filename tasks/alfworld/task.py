@@ -36,7 +36,7 @@ import json
 import multiprocessing
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -51,7 +51,7 @@ from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
 from tasks.alfworld.pool import EnvPool
 from tasks.alfworld.search import searched
-from tasks.base import ErrorSpans, Problem, Task, Verdict
+from tasks.base import ErrorSpans, Problem, Span, Task, Verdict
 
 if TYPE_CHECKING:
     from rollout.batch import Rollouts
@@ -83,6 +83,10 @@ def outcome(won: bool, turns: int) -> Verdict:
     if won:
         return Verdict(1.0, f"won in {turns} turns")
     return Verdict(0.0, f"not won after {turns} turns")
+
+
+class Unplannable(Exception):
+    """The planner cannot judge an episode's commands (`AlfworldTask.wrong_commands`)."""
 
 
 class AlfworldTask(Task):
@@ -353,29 +357,46 @@ class AlfworldTask(Task):
         the whole state; a policy must look for objects, so a search that a player could not
         avoid counts as wrong too. None where none is wrong, or where the game could not be won
         within the turn limit from its start."""
+        try:
+            wrong = tuple(self.wrong_commands(problem, completion))
+        except Unplannable:
+            return None
+        return ErrorSpans(wrong[0], wrong) if wrong else None
+
+    def first_error(self, problem: Problem, completion: str) -> Span | None:
+        """`error_spans`' first, planned only up to it (a plan a turn is the cost: an episode
+        usually goes wrong in its first commands). A planner failure after it does not hide it."""
+        try:
+            return next(self.wrong_commands(problem, completion), None)
+        except Unplannable:
+            return None
+
+    def wrong_commands(self, problem: Problem, completion: str) -> Iterator[Span]:
+        """The spans of `error_spans`' wrong commands, each as the replay reaches it; raises
+        `Unplannable` where the planner fails (its search, not the game) or the game cannot be
+        won within the turn limit from its start."""
         env = planning_environment(self.max_turns)
         try:
             env.reset(self.games[problem.id])
-        except Exception:  # the planner failed on the start (its search, not the game): cannot tell
-            return None
+        except Exception as error:
+            raise Unplannable from error
         if env.plan is None or len(env.plan) > self.max_turns:
-            return None
-        remaining, wrong, at = len(env.plan), [], 0
+            raise Unplannable
+        remaining, at = len(env.plan), 0
         for command, answer in split_demonstration(completion):
             start = completion.find(command, at)  # at a command's start, or just before it
             end = start + len(command)
             at = end + len(answer)
             if env.done:
-                break
+                return
             try:
                 env.step(command.strip() or "look")  # as the rollout sent it
-            except Exception:  # the planner failed on this state (its search, not the game): cannot tell
-                return None
+            except Exception as error:
+                raise Unplannable from error
             after = len(env.plan) if env.plan is not None else self.max_turns + 1
             if after >= remaining:
-                wrong.append((start, end))
+                yield start, end
             remaining = after
-        return ErrorSpans(wrong[0], tuple(wrong)) if wrong else None
 
     def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
         """Warm-start examples ask for the demonstrations' verdicts again and again: those were
