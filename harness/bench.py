@@ -139,6 +139,7 @@ class StepClock(L.Callback):
                 **{f"{stage}_overhead_s": self.clock.stage_overhead.get(stage, 0.0) for stage in STAGES},
                 "peak_mb": record.get("memory/peak_mb"),
                 "tokens": record["tokens/generated"],
+                "measure_s": record.get("measure_s", 0.0),
             }
         )
 
@@ -206,6 +207,9 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                     "overhead_share": median["overhead_s"] / median["step_s"],
                     **{f"overhead_in_{s}_s": median[f"{s}_overhead_s"] for s in ("sample", "credit", "update")},
                     "generated_tokens_per_s": median["tokens"] / median["sample"],
+                    # credit fidelity and the other measurements: part of step_s, never of wall_clock_s
+                    "measure_s": median["measure_s"],
+                    "measure_share": median["measure_s"] / median["step_s"],
                     "peak_mb": max(r["peak_mb"] for r in measured),
                 }
             )

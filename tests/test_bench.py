@@ -26,6 +26,8 @@ def test_bench_times_every_algorithm_and_the_model_inside_the_step(tmp_path, cap
         assert 0 < row["model_s"] <= row["step_s"] and stages <= row["step_s"]
         assert 0 <= row["overhead_share"] < 1
         assert row["peak_mb"] > 0 and row["generated_tokens_per_s"] > 0
+        assert 0 < row["measure_s"] < row["step_s"]  # math locates errors: fidelity is measured
+        assert row["measure_share"] == pytest.approx(row["measure_s"] / row["step_s"])
     assert "overhead_share" in out.read_text() and "python -m harness bench" in out.read_text()
 
 
