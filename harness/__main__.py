@@ -21,14 +21,12 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser(
         "run", help="run the suites of a benchmark file (or some of its runs), then their leaderboards"
     )
-    run.add_argument("config", type=Path)
-    run.add_argument(
-        "overrides",
-        nargs="*",
-        metavar="KEY=VALUE",
-        help="settings over the file's, checked as the file's: schedule.steps=10 (every suite), "
-        "SUITE/seeds=[0] (one suite), algorithms.grpo.init_args.group_size=4; the value is YAML",
+    overrides_help = (
+        "settings over the file's, checked as the file's: schedule.steps=10 (every suite), "
+        "SUITE/seeds=[0] (one suite), algorithms.grpo.init_args.group_size=4; the value is YAML"
     )
+    run.add_argument("config", type=Path)
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=overrides_help)
     run.add_argument(
         "--results",
         type=Path,
@@ -127,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     across.add_argument("--reference", default="grpo", help="the algorithm P(improvement) is taken over")
     bench = commands.add_parser("bench", help="time each stage of a step and the harness overhead, per algorithm")
     bench.add_argument("config", type=Path)
+    bench.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=overrides_help)
     bench.add_argument("--steps", type=int, default=5, help="measured steps per algorithm (after one warm-up step)")
     bench.add_argument("--suite", action="append", help="only this suite (repeatable)")
     bench.add_argument("--out", type=Path, help="also write the table here (markdown)")
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
     settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
     args, extra = parser.parse_known_args(argv)
-    if args.command == "run":  # overrides may follow the options too
+    if args.command in ("run", "bench"):  # overrides may follow the options too
         args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
         extra = [e for e in extra if e not in args.overrides]
     if extra:

@@ -28,6 +28,7 @@ import torch
 from algorithms.base import STAGES
 from harness.config import Benchmark
 from harness.records import StepRecorder, write_atomic
+from rollout import conversation as conversation_module
 from rollout import decoding
 from rollout.conversation import Conversation
 
@@ -110,12 +111,64 @@ class ModelClock:
                     delattr(obj, name)
 
 
+class TurnClock:
+    """Where a multi-turn rollout's time goes, part by part (`TURN_PARTS`), and how many turns it
+    played: the first turn's prefill, each later turn's prefill of the environment's answer, the
+    decoding forward passes, the token draws, the tokenizer's calls. The game engine's time is
+    the task's (`task_s`); the rest of the sample stage is the loop's own Python."""
+
+    def __init__(self):
+        self.parts = {part: ModelClock() for part in TURN_PARTS}
+        self.turns = 0
+
+    @contextlib.contextmanager
+    def around(self, module):
+        if not module.task.multi_turn:
+            yield self
+            return
+        tokenizer, parts = module.tokenizer, self.parts
+        feed = Conversation._feed
+        prefilled, decoded = parts["answer_prefill_s"].wrap(feed), parts["decode_s"].wrap(feed)
+        turn = Conversation.turn
+
+        def counted_turn(conversation, *args, **kwargs):
+            self.turns += 1
+            return turn(conversation, *args, **kwargs)
+
+        patched = [
+            (Conversation, "_feed", lambda c, ids, mask: (prefilled if ids.shape[1] > 1 else decoded)(c, ids, mask)),
+            (Conversation, "turn", counted_turn),
+            (conversation_module, "prefill", parts["first_prefill_s"].wrap(conversation_module.prefill)),
+            (conversation_module, "sample_next", parts["draw_s"].wrap(conversation_module.sample_next)),
+            # a tokenizer is called through its class (`tokenizer(...)`), decoded through the instance
+            (type(tokenizer), "__call__", parts["tokenizer_s"].wrap(type(tokenizer).__call__)),
+            (tokenizer, "batch_decode", parts["tokenizer_s"].wrap(tokenizer.batch_decode)),
+        ]
+        originals = [(obj, name, vars(obj).get(name)) for obj, name, _ in patched]
+        for obj, name, replacement in patched:
+            setattr(obj, name, replacement)
+        try:
+            yield self
+        finally:
+            for obj, name, original in originals:
+                if original is not None:
+                    setattr(obj, name, original)
+                else:
+                    delattr(obj, name)
+
+
+TURN_PARTS = ("first_prefill_s", "answer_prefill_s", "decode_s", "draw_s", "tokenizer_s")
+
+
 class StepClock(L.Callback):
     """Per step: wall-clock from batch start to after the records are written (it must come after
     the StepRecorder), and the model's share of it."""
 
-    def __init__(self, clock: ModelClock, task_clock: ModelClock):
-        self.clock, self.task_clock, self.rows = clock, task_clock, []
+    def __init__(self, clock: ModelClock, task_clock: ModelClock, turn_clock: TurnClock):
+        self.clock, self.task_clock, self.turn_clock, self.rows = clock, task_clock, turn_clock, []
+
+    def turn_figures(self) -> dict[str, float]:
+        return {"turns": self.turn_clock.turns, **{k: c.seconds for k, c in self.turn_clock.parts.items()}}
 
     def on_train_start(self, trainer, module) -> None:
         for optimizer in trainer.optimizers:
@@ -127,6 +180,7 @@ class StepClock(L.Callback):
             self.clock.seconds,
             self.task_clock.seconds,
         )
+        self.turns_at_start = self.turn_figures()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         record = module.records[-1]
@@ -140,6 +194,7 @@ class StepClock(L.Callback):
                 "peak_mb": record.get("memory/peak_mb"),
                 "tokens": record["tokens/generated"],
                 "measure_s": record.get("measure_s", 0.0),
+                **{k: v - self.turns_at_start[k] for k, v in self.turn_figures().items()},
             }
         )
 
@@ -147,9 +202,9 @@ class StepClock(L.Callback):
 def bench_module(module, steps: int, checkpoint_every_s: float = 0.0, precision: str = "32-true") -> list[dict]:
     """Per-step timing rows of `steps` steps, checkpointed as a run with this interval would be,
     on one device at `precision`."""
-    clock, task_clock = ModelClock(), ModelClock()
-    with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock):
-        timer, recorder = StepClock(clock, task_clock), StepRecorder(Path(scratch), checkpoint_every_s)
+    clock, task_clock, turn_clock = ModelClock(), ModelClock(), TurnClock()
+    with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock), turn_clock.around(module):
+        timer, recorder = StepClock(clock, task_clock, turn_clock), StepRecorder(Path(scratch), checkpoint_every_s)
         trainer = L.Trainer(
             accelerator="auto",
             devices=1,
@@ -210,6 +265,16 @@ def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = 
                     # credit fidelity and the other measurements: part of step_s, never of wall_clock_s
                     "measure_s": median["measure_s"],
                     "measure_share": median["measure_s"] / median["step_s"],
+                    # a multi-turn task's rollout, part by part (TurnClock); the game is task_s
+                    **(
+                        {
+                            "turns": median["turns"],
+                            **{part: median[part] for part in TURN_PARTS},
+                            "loop_s": median["sample"] - median["task_s"] - sum(median[p] for p in TURN_PARTS),
+                        }
+                        if module.task.multi_turn
+                        else {}
+                    ),
                     "peak_mb": max(r["peak_mb"] for r in measured),
                 }
             )

@@ -1,6 +1,8 @@
 """ALFWorld as a multi-turn task: masks cover exactly the commands, the row is what the policy
 sampled, the hindsight view scores commands only."""
 
+import time
+
 import pytest
 import torch
 
@@ -348,3 +350,35 @@ def test_a_steps_fidelity_reads_an_episodes_turns(task, tiny_dir):
     focused[0, rollouts.eligible[0].nonzero().view(-1)[torch.tensor(on)]] = -1.0
     stats = step_fidelity(task, rollouts, focused, tokenizer)
     assert stats["credit/blame_on_error"] == 1.0 and stats["credit/fidelity_rollouts"] == 1.0
+
+
+def test_the_bench_splits_a_rollouts_turns_into_their_parts(task, tiny_dir):
+    """`harness bench`'s clock of a multi-turn rollout: one count a turn played, time in every
+    part (the first prefill, the answers' prefills, decoding, draws, the tokenizer), each part's
+    time inside the rollout's; and afterwards every patched name is as it was."""
+    from types import SimpleNamespace
+
+    from harness.bench import TURN_PARTS, TurnClock
+    from rollout import conversation
+    from rollout.conversation import Conversation
+
+    model, tokenizer = load_policy(tiny_dir)
+    patched = lambda: (  # noqa: E731
+        Conversation._feed,
+        Conversation.turn,
+        conversation.prefill,
+        conversation.sample_next,
+        vars(type(tokenizer)).get("__call__"),
+        vars(tokenizer).get("batch_decode"),
+    )
+    before = patched()
+    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=4))
+    clock = TurnClock()
+    with clock.around(SimpleNamespace(task=task, tokenizer=tokenizer)):
+        started = time.perf_counter()
+        task.rollout(engine, task.train_problems()[:2], group_size=2)
+        spent = time.perf_counter() - started
+    assert clock.turns == task.max_turns  # an untrained policy plays every turn (the test above)
+    assert all(clock.parts[part].seconds > 0 for part in TURN_PARTS)
+    assert sum(clock.parts[part].seconds for part in TURN_PARTS) < spent
+    assert patched() == before

@@ -36,6 +36,9 @@ def test_bench_refuses_a_step_count_below_one(tmp_path, capsys):
     config.write_text(yaml.safe_dump({"suites": [suite("math", "tasks.math.MathTask")]}))
     assert main(["bench", str(config), "--steps", "0"]) == 2
     assert "--steps" in capsys.readouterr().err
+    # the file's settings can be overridden as `run`'s are, and are checked the same way
+    assert main(["bench", str(config), "--steps", "1", "schedule.prompts_per_step=0"]) == 2
+    assert "schedule.prompts_per_step=0" in capsys.readouterr().err
 
 
 @pytest.mark.slow
