@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -298,3 +299,29 @@ def test_official_tree_loads_like_alfworld(games, tmp_path, monkeypatch, env):
     assert {g.task_type for g in load_official_games(task_types=["look_at_obj_in_light"])} <= {"look_at_obj_in_light"}
     with pytest.raises(FileNotFoundError):
         load_official_games(tmp_path / "nowhere")
+
+
+def test_forked_workers_end_under_a_trainer_that_keeps_sigterm(tmp_path):
+    """Games and demonstrations are made in forked pools, sometimes inside a trainer's `fit`,
+    whose SIGTERM handler (Lightning's) the workers inherit. `Pool.terminate` relies on SIGTERM:
+    a worker that survives it blocks on the pool's queue and the harness waits for it forever
+    (it did, in `harness bench` on ALFWorld: 2 of 3 tries of 100 pools hung). `forked_starmap`
+    joins its workers instead. Run in a child process, so a hang is a timeout, not a stuck suite."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pools.py"
+    script.write_text(
+        "import signal\n"
+        "from tasks.alfworld.pool import forked_starmap\n"
+        "signal.signal(signal.SIGTERM, lambda *_: None)  # a trainer's handler: SIGTERM survived\n"
+        "def square(x):\n"
+        "    return x * x\n"
+        "for _ in range(300):\n"
+        "    assert forked_starmap(square, [(1,), (2,), (3,)], 2) == [1, 4, 9]\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120
+    )
+    assert done.returncode == 0

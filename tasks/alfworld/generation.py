@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import multiprocessing
 import os
 import random
 import re
@@ -46,6 +45,7 @@ from tasks.alfworld.data import (
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.official import _read_game_dir
 from tasks.alfworld.planner import plan_walkthrough
+from tasks.alfworld.pool import forked_starmap
 
 # --------------------------------------------------------------------------------------------
 # Goals: what the domain can satisfy
@@ -419,8 +419,7 @@ def generate_games(
     order = [task_types[i % len(task_types)] for i in range(count)]
     jobs = [(t, order.count(t), seed, size, cache, split, expert, planner_timeout_s) for t in dict.fromkeys(order)]
     if processes > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(min(processes, len(jobs))) as pool:
-            firsts = pool.starmap(_first_games, jobs, chunksize=1)
+        firsts = forked_starmap(_first_games, jobs, min(processes, len(jobs)))
     else:
         firsts = [_first_games(*job) for job in jobs]
     streams = {job[0]: iter(games) for job, games in zip(jobs, firsts)}

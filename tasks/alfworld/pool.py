@@ -3,8 +3,10 @@ their shares of a turn's episodes while the policy waits."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,6 @@ class EnvPool:
 
     def _scatter(self, kind: str, items: list) -> list:
         """Deal `items` round-robin to the workers, run `kind` on each share, gather in order."""
-        import multiprocessing
-
         while len(self.workers) < self.processes:
             ours, theirs = multiprocessing.Pipe()
             # fork: the worker starts with this process's parsed games and translations, and
@@ -168,3 +168,20 @@ def _serve(connection: Any, parents_end: Any, fast: bool, list_help: bool) -> No
         except Exception as error:  # noqa: BLE001 - the harness process raises it
             reply = ("error", f"ALFWorld worker {os.getpid()}: {error!r}")
         connection.send(reply)
+
+
+def forked_starmap(function: Callable, jobs: Sequence[tuple], processes: int) -> list:
+    """`function(*job)` of each job, in order, in `processes` processes forked from this one,
+    which are let finish and joined, never terminated: `Pool.terminate` sends SIGTERM, and a
+    worker forked inside a trainer's `fit` inherits the trainer's SIGTERM handler (Lightning's),
+    survives it and blocks on the pool's queue, so the join hangs for good. The workers get the
+    default handler back as well."""
+    with multiprocessing.get_context("fork").Pool(processes, initializer=_default_sigterm) as pool:
+        results = pool.starmap(function, jobs, chunksize=1)
+        pool.close()
+        pool.join()
+    return results
+
+
+def _default_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -33,7 +33,6 @@ import functools
 import hashlib
 import importlib.util
 import json
-import multiprocessing
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -49,7 +48,7 @@ from tasks.alfworld.data import PLANNER_VERSION, TASK_TYPES, FailedStep, GameRec
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
-from tasks.alfworld.pool import EnvPool
+from tasks.alfworld.pool import EnvPool, forked_starmap
 from tasks.alfworld.search import searched
 from tasks.base import ErrorSpans, Problem, Span, Task, Verdict
 
@@ -198,8 +197,7 @@ class AlfworldTask(Task):
         processes first (each is seeded by its game alone, so the same wherever it is played)."""
         todo = [g for g in games if not self._demonstration_file(g).exists()]
         if self.env_processes > 1 and len(todo) > 1:
-            with multiprocessing.get_context("fork").Pool(self.env_processes) as pool:
-                pool.map(functools.partial(_demonstrate, self), todo)
+            forked_starmap(_demonstrate, [(self, game) for game in todo], self.env_processes)
         (env,) = environments(1, self.max_turns)
         return [self.demonstration(env, g) for g in games]
 
