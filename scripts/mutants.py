@@ -1632,6 +1632,35 @@ MUTANTS = [
         "            spans = [steps[k].span()]",
         ["tests/test_fidelity.py"],
     ),
+    (
+        "alfworld: the first error taken from a later wrong command (#51, planned up to it)",
+        "tasks/alfworld/task.py",
+        "            return next(self.wrong_commands(problem, completion), None)",
+        "            return ([*self.wrong_commands(problem, completion)] or [None])[-1]",
+        ["tests/test_alfworld_task.py::test_error_spans_are_the_commands_that_leave_every_shortest_plan"],
+    ),
+    (
+        "alfworld: the first error planned through the whole episode (#51)",
+        "tasks/alfworld/task.py",
+        "            return next(self.wrong_commands(problem, completion), None)",
+        "            wrong = [*self.wrong_commands(problem, completion)]\n            return wrong[0] if wrong else None",
+        ["tests/test_alfworld_task.py::test_the_first_error_is_planned_only_up_to_it"],
+    ),
+    (
+        "fidelity: a rollout's error located again by each reader (#51)",
+        "algorithms/fidelity.py",
+        "    if row not in located:\n",
+        "    if True:\n",
+        ["tests/test_fidelity.py::test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens"],
+    ),
+    (
+        "alfworld: forked pools terminated (#52, the bench's hang)",
+        "tasks/alfworld/pool.py",
+        "Pool(processes, initializer=_default_sigterm) as pool:\n"
+        "        results = pool.starmap(function, jobs, chunksize=1)\n        pool.close()\n        pool.join()\n",
+        "Pool(processes) as pool:\n        results = pool.starmap(function, jobs, chunksize=1)\n",
+        ["tests/test_alfworld_games.py::test_forked_workers_end_under_a_trainer_that_keeps_sigterm"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",
