@@ -97,18 +97,25 @@ class ModelClock:
             (self, module, "synchronise_and_clip"),
             *((task_clock, obj, name) for obj, name in module.task.own_work()),
         ]
-        # restored as they were in the object's own __dict__; where they were inherited, deleted
-        originals = [(obj, name, vars(obj).get(name)) for _, obj, name in patched]
-        for clock, obj, name in patched:
-            setattr(obj, name, clock.wrap(getattr(obj, name)))
-        try:
+        with replaced([(obj, name, clock.wrap(getattr(obj, name))) for clock, obj, name in patched]):
             yield self
-        finally:
-            for obj, name, original in originals:
-                if original is not None:
-                    setattr(obj, name, original)
-                else:
-                    delattr(obj, name)
+
+
+@contextlib.contextmanager
+def replaced(replacements: list[tuple[object, str, object]]):
+    """Each (object, name, value) set for the block, then restored as it was in the object's own
+    __dict__ (where it was inherited, deleted)."""
+    originals = [(obj, name, vars(obj).get(name)) for obj, name, _ in replacements]
+    for obj, name, value in replacements:
+        setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        for obj, name, original in originals:
+            if original is not None:
+                setattr(obj, name, original)
+            else:
+                delattr(obj, name)
 
 
 class TurnClock:
@@ -144,17 +151,8 @@ class TurnClock:
             (type(tokenizer), "__call__", parts["tokenizer_s"].wrap(type(tokenizer).__call__)),
             (tokenizer, "batch_decode", parts["tokenizer_s"].wrap(tokenizer.batch_decode)),
         ]
-        originals = [(obj, name, vars(obj).get(name)) for obj, name, _ in patched]
-        for obj, name, replacement in patched:
-            setattr(obj, name, replacement)
-        try:
+        with replaced(patched):
             yield self
-        finally:
-            for obj, name, original in originals:
-                if original is not None:
-                    setattr(obj, name, original)
-                else:
-                    delattr(obj, name)
 
 
 TURN_PARTS = ("first_prefill_s", "answer_prefill_s", "decode_s", "draw_s", "tokenizer_s")
