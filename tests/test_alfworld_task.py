@@ -282,6 +282,9 @@ def test_error_spans_are_the_commands_that_leave_every_shortest_plan(task):
         assert refused[slice(*errors.first)] == "jump over the fridge" and len(errors.wrong) == 1
         for completion in (detour, refused):
             assert task.first_error(problem, completion) == task.error_spans(problem, completion).first
+        both = played(task, problem, [elsewhere, "jump over the fridge", *plan])  # two wrong commands
+        errors = task.error_spans(problem, both)
+        assert len(errors.wrong) >= 2 and both[slice(*task.first_error(problem, both))] == elsewhere
         checked += 1
     assert checked >= 3
 
