@@ -375,6 +375,7 @@ def test_the_bench_splits_a_rollouts_turns_into_their_parts(task, tiny_dir):
         vars(tokenizer).get("batch_decode"),
     )
     before = patched()
+    torch.manual_seed(0)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=4))
     clock = TurnClock()
     with clock.around(SimpleNamespace(task=task, tokenizer=tokenizer)):
