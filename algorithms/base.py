@@ -275,14 +275,14 @@ class RLVRModule(L.LightningModule):
         """The first `completions_per_step` rollouts of this step (the first process's: its first
         groups), with their text, verdicts and each generated token's advantage (and, where the
         algorithm gives tokens weights of their own, as HP-RLVR does, those weights), and the
-        first error of each as `located` holds it."""
+        first error of each (`located`: those the step has located already)."""
         weights = rollouts.token_data.get("token_weights")
         rows = []
         for i in range(min(self.completions_per_step, len(rollouts))):
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
             ids = rollouts.input_ids[i][eligible].tolist()
-            error = located[i]
+            error = first_error(self.task, rollouts, i, located)
             rows.append(
                 {
                     "step": self.rl_step + 1,
