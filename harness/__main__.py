@@ -147,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         extra = [e for e in extra if e not in args.overrides]
     if extra:
         hint = ""
-        if any(e.startswith("--") for e in extra) and args.command == "run":
+        takes_overrides = {"run": run, "bench": bench}.get(args.command)
+        if any(e.startswith("--") for e in extra) and takes_overrides is not None:
+            smoke = "--smoke runs every run for 3 steps as a check; " if args.command == "run" else ""
             hint = (
-                " (a suite's settings go as KEY=VALUE after the config, e.g. schedule.steps=3; --smoke runs every "
-                f"run for 3 steps as a check; {run.prog} -h lists the options)"
+                " (a suite's settings go as KEY=VALUE after the config, e.g. schedule.steps=3; "
+                f"{smoke}{takes_overrides.prog} -h lists the options)"
             )
         parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 

@@ -39,6 +39,11 @@ def test_bench_refuses_a_step_count_below_one(tmp_path, capsys):
     # the file's settings can be overridden as `run`'s are, and are checked the same way
     assert main(["bench", str(config), "--steps", "1", "schedule.prompts_per_step=0"]) == 2
     assert "schedule.prompts_per_step=0" in capsys.readouterr().err
+    # an option it does not know is refused with the hint `run` gives: settings go as KEY=VALUE
+    with pytest.raises(SystemExit) as refused:
+        main(["bench", str(config), "--schedule.steps", "1"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "KEY=VALUE after the config" in err and "bench -h" in err
 
 
 @pytest.mark.slow
