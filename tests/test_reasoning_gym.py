@@ -1,0 +1,186 @@
+"""reasoning-gym as a task (tasks/reasoning_gym): splits from one stream per generator, the same in
+any process, scorers probed and run in a confined process of their own."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("reasoning_gym")
+
+from tasks.reasoning_gym import ReasoningGymTask  # noqa: E402
+from tasks.reasoning_gym.task import allocate  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL_SUMS = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
+
+
+def test_allocate_splits_a_total_by_weight_to_the_last_problem():
+    assert allocate(10, [1, 1]) == [5, 5]
+    assert allocate(10, [1, 2]) == [3, 7]  # 3.33 and 6.67: the larger remainder gets the odd one
+    assert allocate(7, [1, 1, 1]) == [3, 2, 2]
+    assert sum(allocate(1001, [0.3, 0.5, 0.2])) == 1001
+
+
+def test_splits_are_disjoint_deduplicated_and_mixed_in_every_prefix():
+    # one-digit sums have 2 * 9 * 9 = 162 distinct questions at most: duplicates are met and left out
+    task = ReasoningGymTask(["spell_backward", SMALL_SUMS], train_size=120, eval_size=30, seed=3)
+    train, held_out = task.train_problems(), task.eval_problems()
+    questions = [p.prompt for p in [*train, *held_out]]
+    assert len(train) == 120 and len(held_out) == 30 and len(set(questions)) == 150
+    assert sum(p.id.startswith("chain_sum/") for p in held_out) == 15
+    assert 5 <= sum(p.id.startswith("chain_sum/") for p in train[:20]) <= 15  # the mix, not one generator first
+    # held out first from each stream, at its start: the same held-out problems whatever the train size
+    again = ReasoningGymTask(["spell_backward", SMALL_SUMS], train_size=60, eval_size=30, seed=3)
+    assert [p.id for p in again.eval_problems()] == [p.id for p in held_out]
+    other = ReasoningGymTask(["spell_backward", SMALL_SUMS], train_size=60, eval_size=30, seed=4)
+    assert {p.prompt for p in other.eval_problems()} != {p.prompt for p in held_out}
+
+
+def test_a_generator_with_too_few_distinct_problems_is_named():
+    tiny = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
+    with pytest.raises(ValueError, match=r"generators\[0\] \(chain_sum\): only \d+ distinct problems"):
+        ReasoningGymTask([tiny], train_size=400, eval_size=10).train_problems()
+
+
+SPLIT_DIGEST = """
+import hashlib, json
+from tasks.reasoning_gym import ReasoningGymTask
+task = ReasoningGymTask(["isomorphic_strings"], train_size=40, eval_size=10)
+print(hashlib.sha256(json.dumps([(p.id, p.prompt, p.answer) for p in task.train_problems() + list(task.eval_problems())]).encode()).hexdigest())
+"""
+
+DIRECT_DIGEST = """
+import hashlib, json, reasoning_gym
+ds = reasoning_gym.create_dataset("isomorphic_strings", size=10, seed=5)
+print(hashlib.sha256(json.dumps([ds[i]["question"] for i in range(10)]).encode()).hexdigest())
+"""
+
+
+def run_with_hash_seed(code: str, hash_seed: str) -> str:
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_split_is_the_same_in_processes_with_different_hash_seeds():
+    # the hazard is real: the library itself makes other isomorphic_strings problems under another hash seed
+    assert run_with_hash_seed(DIRECT_DIGEST, "1") != run_with_hash_seed(DIRECT_DIGEST, "2")
+    assert run_with_hash_seed(SPLIT_DIGEST, "1") == run_with_hash_seed(SPLIT_DIGEST, "2")
+
+
+def test_a_broken_scorer_is_refused_with_its_name():
+    # game_of_life_halting scores any non-empty answer 1
+    task = ReasoningGymTask(["spell_backward", "game_of_life_halting"], train_size=20, eval_size=10)
+    with pytest.raises(
+        ValueError,
+        match=r"generators\[1\] \(game_of_life_halting\): its scorer is broken: it scores "
+        r"another problem's answer",
+    ):
+        task.train_problems()
+    with pytest.raises(ValueError, match="game_of_life_halting"):
+        ReasoningGymTask.check_args({"generators": ["game_of_life_halting"], "train_size": 20, "eval_size": 10})
+
+
+def test_bad_settings_are_named():
+    for args, field in [
+        ({"generators": []}, "generators"),
+        ({"generators": "spell_backward"}, "generators"),
+        ({"generators": [{"name": "spell_backward", "weight": 0}]}, r"generators\[0\]: weight"),
+        ({"generators": [{"name": "spell_backward", "config": {"seed": 1}}]}, r"generators\[0\]: config"),
+        ({"generators": ["spell_backward", "spell_backward"]}, "generators"),
+        ({"generators": ["spell_backward"], "answer_format": "boxed"}, "answer_format"),
+        ({"generators": ["spell_backward"], "eval_size": 0}, "eval_size"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{field}"):
+            ReasoningGymTask.check_args(args)
+    with pytest.raises(ValueError, match=r"^generators\[0\] \(no_such_thing\): no generator named"):
+        ReasoningGymTask.check_args({"generators": ["no_such_thing"], "train_size": 5, "eval_size": 5})
+    with pytest.raises(ValueError, match=r"^generators\[0\] \(spell_backward\): config: "):
+        ReasoningGymTask.check_args({"generators": [{"name": "spell_backward", "config": {"no_field": 1}}]})
+
+
+def test_the_plain_format_refuses_text_its_tokenizer_cannot_write():
+    with pytest.raises(ValueError, match=r"generators\[0\] \(emoji_mystery\): its problems hold"):
+        ReasoningGymTask(["emoji_mystery"], train_size=5, eval_size=5).eval_problems()
+    tagged = ReasoningGymTask(["emoji_mystery"], train_size=5, eval_size=5, answer_format="tagged")
+    assert len(tagged.eval_problems()) == 5
+    # its scorer gives an empty answer 0.01: nothing under a 0/1 reward, a reward with partial credit
+    partial = ReasoningGymTask(
+        ["emoji_mystery"], train_size=5, eval_size=5, answer_format="tagged", partial_credit=True
+    )
+    with pytest.raises(ValueError, match=r"\(emoji_mystery\): its scorer is broken: it scores an empty answer"):
+        partial.eval_problems()
+
+
+def test_verdicts_from_the_librarys_scorers_in_both_formats():
+    plain = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5)
+    problem = plain.eval_problems()[0]
+    assert problem.prompt.startswith("Q: ") and problem.prompt.endswith("\nA:")
+    assert plain.verify(problem, problem.demonstration).reward == 1.0
+    assert plain.verify(problem, f" {problem.answer}\n").reward == 1.0  # the whole completion, stripped
+    wrong = plain.verify(problem, " x" + problem.answer)
+    assert (wrong.reward, wrong.feedback) == (0.0, f"wrong: expected {problem.answer}")
+
+    tagged = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5, answer_format="tagged")
+    problem = tagged.eval_problems()[0]
+    assert problem.demonstration == f" <answer>{problem.answer}</answer>"
+    assert tagged.verify(problem, f"thinking <answer>no</answer> then <answer>{problem.answer}</answer>").reward == 1.0
+    missing = tagged.verify(problem, problem.answer)
+    assert missing.reward == 0.0 and "no final answer" in missing.feedback
+
+
+def test_partial_credit_is_the_scorers_value_only_when_asked():
+    import reasoning_gym
+
+    exact = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5)
+    partial = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5, partial_credit=True)
+    problem = exact.eval_problems()[0]
+    padded = f"{problem.answer}{problem.answer}"  # spell_backward's scorer credits the letters in place: 0.8
+    _, index = exact.located[problem.id]
+    library = reasoning_gym.create_dataset("spell_backward", seed=exact.stream_seed(0), size=index + 1)
+    expected = library.score_answer(padded, library[index])
+    assert 0 < expected < 1
+    assert exact.verify(problem, padded).reward == 0.0
+    verdict = partial.verify(partial.eval_problems()[0], padded)
+    assert verdict.reward == pytest.approx(expected) and "partial credit" in verdict.feedback
+
+
+def test_an_answer_the_scorer_evaluates_reaches_nothing_and_one_that_hangs_scores_zero(tmp_path):
+    # string_insertion's scorer calls eval() on an answer that is not the right one
+    task = ReasoningGymTask(["string_insertion"], train_size=10, eval_size=5, score_timeout_s=2)
+    problem = task.eval_problems()[0]
+    marks = [tmp_path / name for name in ("ran", "written", "forked")]
+    attacks = [
+        f"__import__('os').system('touch {marks[0]}') or 'x'",
+        f"open('{marks[1]}', 'w').write('x') and 'x'",
+        f"(__import__('os').fork() or open('{marks[2]}', 'w')) and 'x'",
+        "__import__('socket').create_connection(('127.0.0.1', 9)) and 'x'",
+        "[c for c in iter(int, 1)]",  # never ends
+        problem.answer,
+    ]
+    verdicts = [task.verify(problem, attack) for attack in attacks]
+    assert not any(mark.exists() for mark in marks)
+    assert [v.reward for v in verdicts] == [0.0] * 5 + [1.0]
+    assert verdicts[4].feedback == "the scorer ran past 2 s on this answer"
+
+
+@pytest.mark.slow
+def test_grpo_and_hp_rlvr_train_on_generators_from_a_yaml(tmp_path):
+    import polars as pl
+    import yaml
+    from test_e2e import suite
+
+    from harness.__main__ import main
+
+    spec = suite("gym", "tasks.reasoning_gym.ReasoningGymTask", steps=2)
+    spec["task"]["init_args"] |= {"generators": ["spell_backward", SMALL_SUMS], "train_size": 100, "eval_size": 8}
+    spec["algorithms"]["hp_rlvr"] = {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 2}}
+    config = tmp_path / "bench.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "runs")]) == 0
+    grpo = pl.read_parquet(tmp_path / "runs" / "gym" / "grpo-seed0" / "metrics.parquet")
+    hp_rlvr = pl.read_parquet(tmp_path / "runs" / "gym" / "hp_rlvr-seed0" / "metrics.parquet")
+    assert grpo["rollouts"].to_list() == [16, 16] and hp_rlvr["rollouts"].to_list() == [4, 4]
+    assert (tmp_path / "runs" / "gym" / "leaderboard.parquet").exists()
