@@ -17,6 +17,19 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL_SUMS = {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}}
 
 
+def test_the_task_asks_for_the_release_the_extra_pins(monkeypatch):
+    import importlib.metadata
+    import tomllib
+
+    from tasks.reasoning_gym.task import RELEASE
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["reasoning-gym"] == [f"reasoning-gym=={RELEASE}"]
+    assert ReasoningGymTask.unavailable() is None
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.1.24")
+    assert ReasoningGymTask.unavailable().startswith(f"needs reasoning-gym {RELEASE}, not 0.1.24: pip install")
+
+
 def test_allocate_splits_a_total_by_weight_to_the_last_problem():
     assert allocate(10, [1, 1]) == [5, 5]
     assert allocate(10, [1, 2]) == [3, 7]  # 3.33 and 6.67: the larger remainder gets the odd one
@@ -114,8 +127,13 @@ def test_the_plain_format_refuses_text_its_tokenizer_cannot_write():
         partial.eval_problems()
 
 
-def test_verdicts_from_the_librarys_scorers_in_both_formats():
-    plain = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5)
+@pytest.fixture(scope="module")
+def plain():
+    """One generator process for the tests that only score."""
+    return ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5)
+
+
+def test_verdicts_from_the_librarys_scorers_in_both_formats(plain):
     problem = plain.eval_problems()[0]
     assert problem.prompt.startswith("Q: ") and problem.prompt.endswith("\nA:")
     assert plain.verify(problem, problem.demonstration).reward == 1.0
@@ -131,10 +149,10 @@ def test_verdicts_from_the_librarys_scorers_in_both_formats():
     assert missing.reward == 0.0 and "no final answer" in missing.feedback
 
 
-def test_partial_credit_is_the_scorers_value_only_when_asked():
+def test_partial_credit_is_the_scorers_value_only_when_asked(plain):
     import reasoning_gym
 
-    exact = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5)
+    exact = plain
     partial = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5, partial_credit=True)
     problem = exact.eval_problems()[0]
     padded = f"{problem.answer}{problem.answer}"  # spell_backward's scorer credits the letters in place: 0.8

@@ -15,6 +15,7 @@ What the library leaves to its user, and what this task does about it:
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import random
 import re
@@ -26,6 +27,8 @@ from rollout.ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_fie
 from tasks.base import Problem, Task, Verdict
 from tasks.reasoning_gym.scorer import ScorerProcess
 
+RELEASE = "0.1.25"
+"""The release the task's splits were made with (pyproject's `reasoning-gym` extra pins it)."""
 TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.S)
 TAGGED_INSTRUCTION = "Give your final answer between <answer> and </answer>."
 PRINTABLE = re.compile(r"[\t\n\x20-\x7e]*")
@@ -114,8 +117,14 @@ class ReasoningGymTask(Task):
 
     @classmethod
     def unavailable(cls) -> str | None:
+        """Missing, or another release than the pinned one (which may make other problems from the
+        same seed under the same warm-start key)."""
+        install = "pip install -c constraints.txt -e '.[reasoning-gym]'"
         if importlib.util.find_spec("reasoning_gym") is None:
-            return "needs reasoning-gym: pip install -c constraints.txt -e '.[reasoning-gym]'"
+            return f"needs reasoning-gym: {install}"
+        installed = importlib.metadata.version("reasoning-gym")
+        if installed != RELEASE:
+            return f"needs reasoning-gym {RELEASE}, not {installed}: {install}"
         return None
 
     @classmethod
@@ -167,7 +176,7 @@ class ReasoningGymTask(Task):
                     f"generators[{k}] ({generator.name}): only {len(out)} distinct problems in {size} drawn, "
                     f"{count} needed (widen its config or ask for fewer)"
                 )
-            chunk = min(size - start, max(count - len(out), 256))
+            chunk = min(size - start, max(count - len(out), 64), 2048)  # a slow generator's answer stays in time
             items = self.scorer.ask({"op": "draw", "g": k, "start": start, "count": chunk})["items"]
             for i, (question, answer) in enumerate(items, start):
                 if question in seen or len(out) == count:
