@@ -1661,6 +1661,44 @@ MUTANTS = [
         "Pool(processes) as pool:\n        results = pool.starmap(function, jobs, chunksize=1)\n",
         ["tests/test_alfworld_games.py::test_forked_workers_end_under_a_trainer_that_keeps_sigterm"],
     ),
+    # #54: reasoning-gym's task
+    (
+        "reasoning-gym: the scorer not confined",
+        "tasks/reasoning_gym/worker.py",
+        "            if not confined:\n                confine()\n",
+        "            if not confined:\n                pass\n",
+        [
+            "tests/test_reasoning_gym.py::test_an_answer_the_scorer_evaluates_reaches_nothing_and_one_that_hangs_scores_zero"
+        ],
+    ),
+    (
+        "reasoning-gym: the generators under the caller's hash seed",
+        "tasks/reasoning_gym/scorer.py",
+        '"PYTHONHASHSEED": HASH_SEED, ',
+        "",
+        ["tests/test_reasoning_gym.py::test_a_split_is_the_same_in_processes_with_different_hash_seeds"],
+    ),
+    (
+        "reasoning-gym: a question met before taken again",
+        "tasks/reasoning_gym/task.py",
+        "                if question in seen or len(out) == count:",
+        "                if len(out) == count:",
+        ["tests/test_reasoning_gym.py::test_splits_are_disjoint_deduplicated_and_mixed_in_every_prefix"],
+    ),
+    (
+        "reasoning-gym: another problem's answer not probed",
+        "tasks/reasoning_gym/task.py",
+        "            elif other is not None and wrong >= 1.0:",
+        "            elif False:",
+        ["tests/test_reasoning_gym.py::test_a_broken_scorer_is_refused_with_its_name"],
+    ),
+    (
+        "reasoning-gym: a partial score rewarded without partial credit",
+        "tasks/reasoning_gym/task.py",
+        "            elif self.partial_credit and score > 0:",
+        "            elif score > 0:",
+        ["tests/test_reasoning_gym.py::test_partial_credit_is_the_scorers_value_only_when_asked"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",

@@ -80,7 +80,8 @@ REQUIRED_TASK_ARGS = {
         "train_file": str(ROOT / "tests" / "data" / "say.jsonl"),
         "reward": "say_reward.reward",
         "eval_size": 4,
-    }
+    },
+    "tasks.reasoning_gym.task.ReasoningGymTask": {"generators": ["spell_backward"], "train_size": 20, "eval_size": 4},
 }
 """What a task needs given besides the setting under test."""
 
@@ -132,6 +133,7 @@ def test_the_walk_finds_every_algorithm_and_task():
         "tasks.code.CodeTask",
         "tasks.alfworld.task.AlfworldTask",
         "tasks.reward.RewardTask",
+        "tasks.reasoning_gym.task.ReasoningGymTask",
     }
     assert len(CASES) > 100  # every declared end of every setting
 
