@@ -156,7 +156,7 @@ def test_partial_credit_is_the_scorers_value_only_when_asked(plain):
     partial = ReasoningGymTask(["spell_backward"], train_size=10, eval_size=5, partial_credit=True)
     problem = exact.eval_problems()[0]
     padded = f"{problem.answer}{problem.answer}"  # spell_backward's scorer credits the letters in place: 0.8
-    _, index = exact.located[problem.id]
+    _, index = exact.place(problem)
     library = reasoning_gym.create_dataset("spell_backward", seed=exact.stream_seed(0), size=index + 1)
     expected = library.score_answer(padded, library[index])
     assert 0 < expected < 1

@@ -157,7 +157,6 @@ class ReasoningGymTask(Task):
     @cached_property
     def _splits(self) -> tuple[list[Problem], list[Problem]]:
         held_out, train, seen = [], [], set()
-        self.located: dict[str, tuple[int, int]] = {}
         for k, (evals, trains) in enumerate(zip(self.counts("eval"), self.counts("train"))):
             drawn = self.draw(k, evals + trains, seen)
             self.probe(k, drawn[:evals])
@@ -199,9 +198,12 @@ class ReasoningGymTask(Task):
             prompt, demonstration = f"Q: {question}\nA:", f" {answer}"
         else:
             prompt, demonstration = f"{question}\n{TAGGED_INSTRUCTION}", f" <answer>{answer}</answer>"
-        problem = Problem(id=f"{name}/{i}", prompt=prompt, answer=answer, demonstration=demonstration)
-        self.located[problem.id] = (k, i)
-        return problem
+        return Problem(id=f"{name}/{i}", prompt=prompt, answer=answer, demonstration=demonstration)
+
+    def place(self, problem: Problem) -> tuple[int, int]:
+        """(its generator's index, its place in that generator's stream), read from its id."""
+        name, i = problem.id.rsplit("/", 1)
+        return [g.name for g in self.generators].index(name), int(i)
 
     def probe(self, k: int, drawn: list[tuple[int, Problem]]) -> None:
         """Refuse a scorer that does not score its own answer 1, an empty one nothing (0 with partial
@@ -250,9 +252,8 @@ class ReasoningGymTask(Task):
 
     def verify_each(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Verdict]:
         """Every answer scored in the generator process, in one exchange."""
-        self._splits  # noqa: B018 - where each problem sits in its stream
         answers = [self.answer(c) for c in completions]
-        asked = [(*self.located[p.id], a) for p, a in zip(problems, answers) if a is not None]
+        asked = [(*self.place(p), a) for p, a in zip(problems, answers) if a is not None]
         scores = iter(self.scorer.scores(asked))
         verdicts = []
         for problem, answer in zip(problems, answers):

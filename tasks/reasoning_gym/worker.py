@@ -42,12 +42,13 @@ CLONE_THREAD = 0x00010000
 
 def build(spec: dict, seed: int, size: int):
     """A generator's dataset from its name, config and optional curriculum level."""
-    import reasoning_gym
+    from importlib.metadata import version
+
     from reasoning_gym.factory import DATASETS, create_curriculum, has_curriculum
 
     name = spec["name"]
-    if name not in DATASETS:
-        raise ValueError(f"no generator named {name!r} in reasoning-gym {reasoning_gym.__version__}")
+    if name not in DATASETS:  # the package's own __version__ lags its release (0.1.19 in 0.1.25)
+        raise ValueError(f"no generator named {name!r} in reasoning-gym {version('reasoning-gym')}")
     dataset_cls, config_cls = DATASETS[name]
     config = dict(spec.get("config") or {})
     if spec.get("level") is not None:  # the curriculum's config at that level, then the named fields over it
