@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.distributed.tensor import DTensor
 
-from algorithms.fidelity import eligible_spans, first_error, on_span, step_fidelity
+from algorithms.fidelity import eligible_spans, locate, on_span, step_fidelity
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
 from rollout import distributed
@@ -235,8 +235,8 @@ class RLVRModule(L.LightningModule):
         credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer, located=located)
         credit_stats |= self.diagnostics(trainable)
         kept = self.completions_per_step if distributed.rank() == 0 else 0
-        for row in range(min(kept, len(trainable))):  # the kept completions show theirs (`harness show`)
-            first_error(self.task, trainable, row, located)
+        # the kept completions show theirs (`harness show`)
+        locate(self.task, trainable, range(min(kept, len(trainable))), located)
         credit_stats["measure_s"] = time.perf_counter() - measured  # what measuring cost, outside wall_clock_s
         started += credit_stats["measure_s"]
         with self.stage(timing, "update"):
@@ -277,12 +277,14 @@ class RLVRModule(L.LightningModule):
         algorithm gives tokens weights of their own, as HP-RLVR does, those weights), and the
         first error of each (`located`: those the step has located already)."""
         weights = rollouts.token_data.get("token_weights")
+        kept = range(min(self.completions_per_step, len(rollouts)))
+        locate(self.task, rollouts, kept, located)
         rows = []
-        for i in range(min(self.completions_per_step, len(rollouts))):
+        for i in kept:
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
             ids = rollouts.input_ids[i][eligible].tolist()
-            error = first_error(self.task, rollouts, i, located)
+            error = located[i]
             rows.append(
                 {
                     "step": self.rl_step + 1,

@@ -107,12 +107,14 @@ def locates_errors(task: Task) -> bool:
     return type(task).error_spans is not Task.error_spans or type(task).first_error is not Task.first_error
 
 
-def first_error(task: Task, rollouts, row: int, located: dict[int, Span | None]) -> Span | None:
-    """The row's first wrong step (`Task.first_error`), located once a step: `located` keeps it
-    for whatever else of the step reads it (the completions kept with their text)."""
-    if row not in located:
-        located[row] = task.first_error(rollouts.problems[row], rollouts.completions[row])
-    return located[row]
+def locate(task: Task, rollouts, rows: Sequence[int], located: dict[int, Span | None]) -> None:
+    """The rows' first wrong steps (`Task.first_errors`, in one call), located once a step:
+    `located` keeps them for whatever else of the step reads them (the completions kept with
+    their text)."""
+    rows = [row for row in rows if row not in located]
+    if rows:
+        found = task.first_errors([rollouts.problems[r] for r in rows], [rollouts.completions[r] for r in rows])
+        located.update(zip(rows, found))
 
 
 def step_fidelity(
@@ -127,15 +129,17 @@ def step_fidelity(
     if sample is None:
         sample = MULTI_TURN_SAMPLE if task.multi_turn else SAMPLE
     located = {} if located is None else located
+    read: list[int] = []  # the first `sample` rows with a located error
+    start = 0
+    while len(read) < sample and start < len(rollouts):
+        # as many rows at a time as are still to be read: each gives at most one
+        rows = range(start, min(start + sample - len(read), len(rollouts)))
+        locate(task, rollouts, rows, located)
+        read += [row for row in rows if located[row] is not None]
+        start = rows.stop
     figures: dict[str, list[float]] = {}
-    read = 0
-    for row in range(len(rollouts)):
-        if read == sample:
-            break
-        error = first_error(task, rollouts, row, located)
-        if error is None:
-            continue
-        read += 1
+    for row in read:
+        error = located[row]
         eligible = rollouts.eligible[row]
         spans = eligible_spans(tokenizer, rollouts, row, task.multi_turn)
         own = fidelity(advantages[row][eligible].tolist(), spans, error, bool(solved(rollouts.rewards[row])))
@@ -144,7 +148,7 @@ def step_fidelity(
     stats = {
         f"credit/{key}": math.fsum(figures[key]) / len(figures[key]) if key in figures else math.nan for key in FIGURES
     }
-    return stats | {"credit/fidelity_rollouts": float(read)}
+    return stats | {"credit/fidelity_rollouts": float(len(read))}
 
 
 FIGURES = ("blame_on_error", "blame_before", "blame_after", "blame_lift", "reinforced_error", "reinforced_lift")

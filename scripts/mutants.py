@@ -1635,22 +1635,22 @@ MUTANTS = [
     (
         "alfworld: the first error taken from a later wrong command (#51, planned up to it)",
         "tasks/alfworld/task.py",
-        "            return next(self.wrong_commands(problem, completion), None)",
-        "            return ([*self.wrong_commands(problem, completion)] or [None])[-1]",
+        "        return next(wrong_commands(game, completion, max_turns), None)",
+        "        return ([*wrong_commands(game, completion, max_turns)] or [None])[-1]",
         ["tests/test_alfworld_task.py::test_error_spans_are_the_commands_that_leave_every_shortest_plan"],
     ),
     (
         "alfworld: the first error planned through the whole episode (#51)",
         "tasks/alfworld/task.py",
-        "            return next(self.wrong_commands(problem, completion), None)",
-        "            wrong = [*self.wrong_commands(problem, completion)]\n            return wrong[0] if wrong else None",
+        "        return next(wrong_commands(game, completion, max_turns), None)",
+        "        wrong = [*wrong_commands(game, completion, max_turns)]\n        return wrong[0] if wrong else None",
         ["tests/test_alfworld_task.py::test_the_first_error_is_planned_only_up_to_it"],
     ),
     (
         "fidelity: a rollout's error located again by each reader (#51)",
         "algorithms/fidelity.py",
-        "    if row not in located:\n",
-        "    if True:\n",
+        "    rows = [row for row in rows if row not in located]\n",
+        "    rows = list(rows)\n",
         ["tests/test_fidelity.py::test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens"],
     ),
     (

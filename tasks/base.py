@@ -94,6 +94,10 @@ class Task(abc.ABC):
         errors = self.error_spans(problem, completion)
         return None if errors is None else errors.first
 
+    def first_errors(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Span | None]:
+        """`first_error` of each pair: one call, for a task that locates them in parallel."""
+        return [self.first_error(problem, completion) for problem, completion in zip(problems, completions)]
+
     def corrupt(self, problem: Problem, rng) -> str | None:
         """A plausible failed completion of `problem` (for warm-start examples of failure), or
         None where the task has no way to make one."""

@@ -313,6 +313,33 @@ def test_the_first_error_is_planned_only_up_to_it(task, monkeypatch):
     assert task.first_error(problem, played(task, problem, plan)) is None
 
 
+def test_errors_are_located_in_the_workers_that_loaded_their_games(task):
+    """`first_errors` runs each replay in a rollout worker that holds its game's translation,
+    and finds what `first_error` finds in this process."""
+    import os
+
+    from tasks.alfworld.pool import EnvPool
+    from tasks.alfworld.task import _first_error, planning_environment
+
+    problems = task.train_problems()[:2]
+    env = planning_environment(task.max_turns)
+    completions = []
+    for problem in problems:
+        env.reset(task.games[problem.id])
+        plan = list(env.plan)
+        elsewhere = next(c for c in env.admissible if c.startswith("go to ") and c not in plan)
+        completions.append(played(task, problem, [elsewhere, *plan]))
+    games = [task.games[p.id].path for p in problems]
+    with EnvPool(max_steps=task.max_turns, list_help=False, processes=2) as pool:
+        pool.reset([games[1], games[0]])  # game 1 to worker 0, game 0 to worker 1
+        pids = [process.pid for process, _ in pool.workers]
+        assert pool.call(os.getpid, [*games, games[0]], [()] * 3) == [pids[1], pids[0], pids[1]]
+        jobs = [(game, completion, task.max_turns) for game, completion in zip(games, completions)]
+        located = pool.call(_first_error, games, jobs)
+    assert located == [task.first_error(p, c) for p, c in zip(problems, completions)]
+    assert [c[slice(*span)] for c, span in zip(completions, located)] == [c.split("\n")[0] for c in completions]
+
+
 def test_a_steps_fidelity_reads_an_episodes_turns(task, tiny_dir):
     """An episode with a detour first, as a token row (commands eligible, answers not), through
     the step's own path: blame on the detour's tokens alone is all on the error, uniform blame

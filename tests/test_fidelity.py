@@ -109,7 +109,7 @@ def test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens():
     assert step_fidelity(task, rollouts, uniform, tokenizer, sample=1)["credit/fidelity_rollouts"] == 1.0
 
     # each rollout's error is located once a step, whoever reads it (fidelity, the kept completions)
-    from algorithms.fidelity import first_error
+    from algorithms.fidelity import locate
 
     calls = []
 
@@ -120,9 +120,6 @@ def test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens():
 
     counted, located = Counted(), {}
     assert step_fidelity(counted, rollouts, uniform, tokenizer, located=located) == stats
-    assert [first_error(counted, rollouts, row, located) for row in range(3)] == [
-        wrong_steps(texts[0])[0],
-        wrong_steps(texts[1])[0],
-        None,
-    ]
+    locate(counted, rollouts, range(3), located)
+    assert [located[row] for row in range(3)] == [wrong_steps(texts[0])[0], wrong_steps(texts[1])[0], None]
     assert calls == texts

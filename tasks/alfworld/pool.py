@@ -38,6 +38,7 @@ class EnvPool:
         ]
         self.workers: list[tuple[Any, Any]] = []  # (process, connection); connection None: it died
         self.done: list[bool] = [True] * size
+        self.holders: dict[str, list[int]] = {}  # game -> the workers its resets were dealt to
 
     def __len__(self) -> int:
         return len(self.done)
@@ -54,6 +55,8 @@ class EnvPool:
             self.close()  # a worker died in the last episodes: start afresh
         if self.processes:
             results = self._scatter("reset", games)
+            for i, game in enumerate(games):
+                self.holders[str(game)] = [*dict.fromkeys([*self.holders.get(str(game), []), i % self.processes])]
         else:
             results = _reset(self.envs, games, self.max_steps, self.fast, self.list_help)
         self.done = [False] * len(games)
@@ -71,8 +74,24 @@ class EnvPool:
     def active(self) -> list[bool]:
         return [not done for done in self.done]
 
-    def _scatter(self, kind: str, items: list) -> list:
-        """Deal `items` round-robin to the workers, run `kind` on each share, gather in order."""
+    def call(self, function: Callable, games: Sequence[GameRecord | str | Path], jobs: Sequence[tuple]) -> list:
+        """`function(*job)` for each job, in a worker that has loaded the job's game (it keeps the
+        game's PDDL translation, ~0.1 s to make anew), the jobs of one game dealt among its
+        holders; in this process where the pool has no workers. `function` must be importable."""
+        if not self.processes:
+            return [function(*job) for job in jobs]
+        dealt: dict[str, int] = {}
+        owners = []
+        for game in games:
+            game = str(game.path) if isinstance(game, GameRecord) else str(game)
+            holders = self.holders.get(game) or list(range(self.processes))
+            owners.append(holders[dealt.get(game, 0) % len(holders)])
+            dealt[game] = dealt.get(game, 0) + 1
+        return self._scatter("call", [(function, job) for job in jobs], owners)
+
+    def _scatter(self, kind: str, items: list, owners: Sequence[int] | None = None) -> list:
+        """Deal `items` to the workers (item i to worker `owners[i]`, by default round-robin),
+        run `kind` on each share, gather in order."""
         while len(self.workers) < self.processes:
             ours, theirs = multiprocessing.Pipe()
             # fork: the worker starts with this process's parsed games and translations, and
@@ -83,7 +102,10 @@ class EnvPool:
             process.start()
             theirs.close()
             self.workers.append((process, ours))
-        shares = [items[w :: self.processes] for w in range(self.processes)]
+        if owners is None:
+            owners = [i % self.processes for i in range(len(items))]
+        places = [[i for i, owner in enumerate(owners) if owner == w] for w in range(self.processes)]
+        shares = [[items[i] for i in place] for place in places]
         sent = []
         for (_, connection), share in zip(self.workers, shares):
             try:
@@ -109,7 +131,8 @@ class EnvPool:
             elif status != "ok":
                 self.close()
                 raise RuntimeError(value or f"the ALFWorld worker {process.pid} died")
-            results[w :: self.processes] = value
+            for i, result in zip(places[w], value):
+                results[i] = result
         return results
 
     def close(self) -> None:
@@ -124,7 +147,7 @@ class EnvPool:
                 process.kill()
             if connection is not None:
                 connection.close()
-        self.workers = []
+        self.workers, self.holders = [], {}
 
 
 def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool) -> list[ResetResult]:
@@ -163,6 +186,8 @@ def _serve(connection: Any, parents_end: Any, fast: bool, list_help: bool) -> No
         try:
             if kind == "reset":
                 reply = ("ok", _reset(envs, items, max_steps, fast, list_help))
+            elif kind == "call":
+                reply = ("ok", [function(*job) for function, job in items])
             else:
                 reply = ("ok", _step(envs, items))
         except Exception as error:  # noqa: BLE001 - the harness process raises it

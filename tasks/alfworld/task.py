@@ -364,37 +364,21 @@ class AlfworldTask(Task):
     def first_error(self, problem: Problem, completion: str) -> Span | None:
         """`error_spans`' first, planned only up to it (a plan a turn is the cost: an episode
         usually goes wrong in its first commands). A planner failure after it does not hide it."""
-        try:
-            return next(self.wrong_commands(problem, completion), None)
-        except Unplannable:
-            return None
+        return _first_error(self.games[problem.id].path, completion, self.max_turns)
+
+    def first_errors(self, problems: Sequence[Problem], completions: Sequence[str]) -> list[Span | None]:
+        """Each located in a rollout worker that has loaded its game: there its PDDL translation,
+        most of the cost of planning a game anew, is already made (docs/performance.md)."""
+        games = [self.games[p.id].path for p in problems]
+        pool = rollout_pool(self.env_processes, self.max_turns)
+        jobs = [(game, completion, self.max_turns) for game, completion in zip(games, completions)]
+        return pool.call(_first_error, games, jobs)
 
     def wrong_commands(self, problem: Problem, completion: str) -> Iterator[Span]:
         """The spans of `error_spans`' wrong commands, each as the replay reaches it; raises
         `Unplannable` where the planner fails (its search, not the game) or the game cannot be
         won within the turn limit from its start."""
-        env = planning_environment(self.max_turns)
-        try:
-            env.reset(self.games[problem.id])
-        except Exception as error:
-            raise Unplannable from error
-        if env.plan is None or len(env.plan) > self.max_turns:
-            raise Unplannable
-        remaining, at = len(env.plan), 0
-        for command, answer in split_demonstration(completion):
-            start = completion.find(command, at)  # at a command's start, or just before it
-            end = start + len(command)
-            at = end + len(answer)
-            if env.done:
-                return
-            try:
-                env.step(command.strip() or "look")  # as the rollout sent it
-            except Exception as error:
-                raise Unplannable from error
-            after = len(env.plan) if env.plan is not None else self.max_turns + 1
-            if after >= remaining:
-                yield start, end
-            remaining = after
+        return wrong_commands(self.games[problem.id].path, completion, self.max_turns)
 
     def verify_trusted(self, problem: Problem, completion: str) -> Verdict:
         """Warm-start examples ask for the demonstrations' verdicts again and again: those were
@@ -449,6 +433,40 @@ def rollout_pool(processes: int, max_turns: int) -> EnvPool:
         atexit.register(_ROLLOUT_POOLS[processes].close)
     _ROLLOUT_POOLS[processes].max_steps = max_turns
     return _ROLLOUT_POOLS[processes]
+
+
+def wrong_commands(game: Path, completion: str, max_turns: int) -> Iterator[Span]:
+    """`AlfworldTask.wrong_commands` of a game file: the transcript replayed with a plan from
+    every state it reaches."""
+    env = planning_environment(max_turns)
+    try:
+        env.reset(game)
+    except Exception as error:
+        raise Unplannable from error
+    if env.plan is None or len(env.plan) > max_turns:
+        raise Unplannable
+    remaining, at = len(env.plan), 0
+    for command, answer in split_demonstration(completion):
+        start = completion.find(command, at)  # at a command's start, or just before it
+        end = start + len(command)
+        at = end + len(answer)
+        if env.done:
+            return
+        try:
+            env.step(command.strip() or "look")  # as the rollout sent it
+        except Exception as error:
+            raise Unplannable from error
+        after = len(env.plan) if env.plan is not None else max_turns + 1
+        if after >= remaining:
+            yield start, end
+        remaining = after
+
+
+def _first_error(game: Path, completion: str, max_turns: int) -> Span | None:
+    try:
+        return next(wrong_commands(game, completion, max_turns), None)
+    except Unplannable:
+        return None
 
 
 def split_demonstration(text: str) -> list[tuple[str, str]]:
