@@ -1655,7 +1655,7 @@ MUTANTS = [
     ),
     (
         "alfworld: forked pools terminated (#52, the bench's hang)",
-        "tasks/alfworld/pool.py",
+        "tasks/workers.py",
         "Pool(processes, initializer=_default_sigterm) as pool:\n"
         "        results = pool.starmap(function, jobs, chunksize=1)\n        pool.close()\n        pool.join()\n",
         "Pool(processes) as pool:\n        results = pool.starmap(function, jobs, chunksize=1)\n",

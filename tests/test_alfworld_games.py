@@ -313,7 +313,7 @@ def test_forked_workers_end_under_a_trainer_that_keeps_sigterm(tmp_path):
     script = tmp_path / "pools.py"
     script.write_text(
         "import signal\n"
-        "from tasks.alfworld.pool import forked_starmap\n"
+        "from tasks.workers import forked_starmap\n"
         "signal.signal(signal.SIGTERM, lambda *_: None)  # a trainer's handler: SIGTERM survived\n"
         "def square(x):\n"
         "    return x * x\n"

@@ -45,7 +45,7 @@ from tasks.alfworld.data import (
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.official import _read_game_dir
 from tasks.alfworld.planner import plan_walkthrough
-from tasks.alfworld.pool import forked_starmap
+from tasks.workers import forked_starmap
 
 # --------------------------------------------------------------------------------------------
 # Goals: what the domain can satisfy

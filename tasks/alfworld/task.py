@@ -41,23 +41,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import torch
-
+from rollout.episodes import COMMAND_END, Answer, play, split_demonstration, transcript_example
 from rollout.ranges import ConfigPath, NonNegativeInt, PositiveInt, UnitInterval
 from tasks.alfworld.data import PLANNER_VERSION, TASK_TYPES, FailedStep, GameRecord, GameSize
 from tasks.alfworld.env import AlfworldEnv
 from tasks.alfworld.generation import generate_games
 from tasks.alfworld.official import load_official_games
-from tasks.alfworld.pool import EnvPool, forked_starmap
+from tasks.alfworld.pool import EnvPool
 from tasks.alfworld.search import searched
 from tasks.base import ErrorSpans, Problem, Span, Task, Verdict
+from tasks.workers import forked_starmap
 
 if TYPE_CHECKING:
     from rollout.batch import Rollouts
     from rollout.decoding import RolloutEngine
 
 PROMPT = "Your task is to: {task}.\n{observation}\n> "
-ACTION_END = "\n"
+ACTION_END = COMMAND_END
 INVALID_ANSWER = "Nothing happens."  # ALFWorld's answer to a command it cannot carry out
 
 
@@ -82,6 +82,36 @@ def outcome(won: bool, turns: int) -> Verdict:
     if won:
         return Verdict(1.0, f"won in {turns} turns")
     return Verdict(0.0, f"not won after {turns} turns")
+
+
+@dataclass
+class _Games:
+    """The rollout pool as the episode loop's environments: each game's answer as the policy
+    reads it, an empty command sent as "look"."""
+
+    pool: EnvPool
+    show_admissible: bool
+
+    @property
+    def active(self) -> list[bool]:
+        return self.pool.active
+
+    def step(self, commands: Sequence[str | None]) -> list[Answer | None]:
+        stepped = self.pool.step([None if command is None else command or "look" for command in commands])
+        return [
+            None
+            if r is None
+            else Answer(
+                text=answer_text(r.observation, r.done, r.admissible, self.show_admissible),
+                state=r.observation,
+                done=r.done,
+                truncated=r.done and not r.won and not isinstance(r, FailedStep),  # its step limit is the turn limit
+                reward=float(r.won),
+                valid=r.observation.strip() != INVALID_ANSWER,
+                failed=r.observation if isinstance(r, FailedStep) else None,
+            )
+            for r in stepped
+        ]
 
 
 class Unplannable(Exception):
@@ -251,89 +281,26 @@ class AlfworldTask(Task):
     # ---- warm start: loss on the commands only
 
     def supervised_example(self, problem: Problem, tokenizer) -> tuple[list[int], list[int]]:
-        encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-        ids = encode(problem.prompt)
-        labels = [-100] * len(ids)
-        for command, answer in split_demonstration(problem.demonstration):
-            action, context = encode(command + ACTION_END), encode(answer)
-            ids += action + context
-            labels += action + [-100] * len(context)
-        return ids, labels
+        return transcript_example(problem.prompt, problem.demonstration, tokenizer)
 
     # ---- rollouts: the environment loop
 
     def rollout(
         self, engine: RolloutEngine, problems: Sequence[Problem], group_size: int, greedy: bool = False
     ) -> Rollouts:
-        from rollout.batch import Rollouts, left_padded, stacked_left
-        from rollout.conversation import conversation
-
-        tokenizer = engine.tokenizer
         episodes = [p for p in problems for _ in range(group_size)]
         pool = rollout_pool(self.env_processes, self.max_turns)
         pool.reset([self.games[p.id] for p in episodes])
-        rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
-        prompt_lengths = [len(r) for r in rows]
-        eligible = [[False] * len(r) for r in rows]
-        logprobs = [[0.0] * len(r) for r in rows]
-        won, turns_played = [False] * len(episodes), [0] * len(episodes)
-        failed: list[str | None] = [None] * len(episodes)  # the environment's own failure, if any
-        # the state each turn acts from (GiGPO's anchor): the prompt, which holds the task and the
-        # first observation as ALFWorld's reset text does, then the game's answer to the last command
-        observed = [p.prompt for p in episodes]
-        turn_states: list[list[str]] = [[] for _ in episodes]
-        turn_valid: list[list[bool]] = [[] for _ in episodes]  # the game took the command
-        action_end = tokenizer("x" + ACTION_END, add_special_tokens=False).input_ids[-1]
-        stop_ids = sorted({action_end, tokenizer.eos_token_id})
-        # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
-        dialogue = conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
-        for _ in range(self.max_turns):
-            active = [i for i, going in enumerate(pool.active) if going]
-            if not active:
-                break
-            turns = dialogue.turn(active, [rows[i] for i in active])
-            commands: list[str | None] = [None] * len(episodes)  # None: the episode has ended
-            # one tokenizer call a turn for all episodes, not one per episode
-            for i, text in zip(
-                active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)
-            ):
-                commands[i] = text.strip() or "look"
-            stepped = pool.step(commands)
-            results = [stepped[i] for i in active]
-            answers = tokenizer(
-                [answer_text(r.observation, r.done, r.admissible, self.show_admissible) for r in results],
-                add_special_tokens=False,
-            ).input_ids
-            for i, turn, result, answer in zip(active, turns, results, answers):
-                rows[i] += turn.tokens
-                eligible[i] += [True] * len(turn.tokens)
-                logprobs[i] += turn.logprobs
-                rows[i] += answer
-                eligible[i] += [False] * len(answer)
-                logprobs[i] += [0.0] * len(answer)
-                won[i], turns_played[i] = result.won, turns_played[i] + 1
-                if isinstance(result, FailedStep):
-                    failed[i] = result.observation
-                turn_states[i].append(observed[i])
-                turn_valid[i].append(result.observation.strip() != INVALID_ANSWER)
-                observed[i] = result.observation
-        device = engine.model.device
-        input_ids, attention_mask = left_padded(rows, tokenizer.pad_token_id, device)
-        rollouts = Rollouts(
-            problems=episodes,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            eligible=stacked_left(eligible, False, torch.bool).to(device),
-            sample_logprobs=stacked_left(logprobs, 0.0, torch.float32).to(device),
-            completions=tokenizer.batch_decode([r[n:] for r, n in zip(rows, prompt_lengths)], skip_special_tokens=True),
-        )
+        games = _Games(pool, self.show_admissible)
+        rollouts, answers = play(engine, episodes, games, self.max_turns, group_size, greedy)
+        won = [bool(own) and own[-1].reward == 1.0 for own in answers]
+        failed = [next((a.failed for a in own if a.failed is not None), None) for own in answers]
         rollouts.verdicts = [
-            outcome(w, n) if why is None else Verdict(0.0, why, judged=False)
-            for w, n, why in zip(won, turns_played, failed)
+            outcome(w, len(own)) if why is None else Verdict(0.0, why, judged=False)
+            for w, own, why in zip(won, answers, failed)
         ]
         # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
-        rollouts.truncated = [not w and n >= self.max_turns for w, n in zip(won, turns_played)]
-        rollouts.turn_states, rollouts.turn_valid = turn_states, turn_valid
+        rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]
         return rollouts
 
     # ---- verification
@@ -467,14 +434,3 @@ def _first_error(game: Path, completion: str, max_turns: int) -> Span | None:
         return next(wrong_commands(game, completion, max_turns), None)
     except Unplannable:
         return None
-
-
-def split_demonstration(text: str) -> list[tuple[str, str]]:
-    """(command, answer) pairs of a transcript written as command, newline, answer (ending with
-    "> " while the game goes on)."""
-    pairs = []
-    for chunk in text.split("\n> "):
-        command, _, answer = chunk.partition(ACTION_END)
-        pairs.append((command, answer))
-    # Re-attach the "> " that the split consumed, so that pieces tokenise as the rollout did.
-    return [(c, a + ("\n> " if i < len(pairs) - 1 else "")) for i, (c, a) in enumerate(pairs)]
