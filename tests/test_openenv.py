@@ -188,9 +188,10 @@ def test_an_episode_whose_reset_differs_from_its_problem_is_unjudged(engine):
     assert not rollouts.eligible.any()
 
 
-def test_the_librarys_template_environment_is_refused_for_its_seedless_reset(tmp_path):
-    """`openenv init` writes the library's example environment (an echo): its reset takes no
-    seed, so its episodes cannot be drawn reproducibly, and the task says so."""
+def test_the_librarys_own_example_environment_plays_from_a_class_path(tmp_path, engine):
+    """`openenv init` writes the library's example environment (an echo: the reward grows with the
+    message's length) as a package of its own, installed here by putting it on the path. It
+    declares no action type (a plain `Environment`), so the task asks for its action class."""
     pytest.importorskip("openenv")
     import subprocess
     import sys
@@ -201,17 +202,26 @@ def test_the_librarys_template_environment_is_refused_for_its_seedless_reset(tmp
         capture_output=True,
     )
     sys.path.insert(0, str(tmp_path))
+    args = {
+        "environment": "echo_env.server.echo_env_environment.EchoEnvironment",
+        "train_episodes": {"seeds": [0, 4]},
+        "eval_episodes": {"seeds": [10, 12]},
+        "max_turns": 2,
+        "env_processes": 2,
+    }
     try:
-        with pytest.raises(ValueError, match="reset takes no seed"):
-            OpenEnvTask.check_args(
-                {
-                    "environment": "echo_env.server.echo_env_environment.EchoEnvironment",
-                    "train_episodes": {"seeds": [0, 4]},
-                    "eval_episodes": {"seeds": [10, 12]},
-                }
-            )
+        with pytest.raises(ValueError, match="declares no action type"):
+            OpenEnvTask.check_args(args)
+        args["action"] = "echo_env.models.EchoAction"
+        OpenEnvTask.check_args(args)  # its start is the same from any seed: two resets agree
+        task = OpenEnvTask(**args)
+        rollouts = task.rollout(Scripted(engine, ["hi", "hello there"]), task.train_problems()[:2], group_size=2)
     finally:
         sys.path.remove(str(tmp_path))
+    assert rollouts.problems[0].prompt == "echoed_message: Echo Env environment ready!\nmessage_length: 0\n> "
+    assert [v.reward for v in rollouts.verdicts] == [1.0] * 4  # 0.2, then 1.0 (at most 1 a step), clipped
+    assert rollouts.verdicts[0].feedback == "reward 1.2 after 2 turns" and all(rollouts.truncated)
+    assert "echoed_message: hello there" in rollouts.completions[0]
 
 
 def test_the_guessing_games_expert_wins_most_games_and_loses_some():

@@ -221,7 +221,10 @@ class OpenEnvTask(Task):
     def verify(self, problem: Problem, completion: str) -> Verdict:
         """Replay a transcript's commands from its start, in a worker (the environment, reset
         with the same seed, plays them as it did)."""
-        commands = [command.strip() for command, _ in split_demonstration(completion)]
+        turns = split_demonstration(completion)
+        if turns[-1] == ("", ""):  # it ends on the policy's turn, not played
+            turns.pop()
+        commands = [command.strip() for command, _ in turns]
         ((reward, turns, _, why),) = self.call("replay", [(json.loads(problem.answer), commands)])
         return outcome(reward, turns, why)
 
