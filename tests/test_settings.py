@@ -3,6 +3,7 @@ model folders and the machine's accelerator, checked before anything runs."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from pathlib import Path
@@ -82,6 +83,12 @@ REQUIRED_TASK_ARGS = {
         "eval_size": 4,
     },
     "tasks.reasoning_gym.task.ReasoningGymTask": {"generators": ["spell_backward"], "train_size": 20, "eval_size": 4},
+    "tasks.openenv.task.OpenEnvTask": {
+        "environment": "openenv_envs.SayGo",
+        "expert": "openenv_envs.say_go",
+        "train_episodes": {"seeds": [0, 20]},
+        "eval_episodes": {"seeds": [100, 104]},
+    },
 }
 """What a task needs given besides the setting under test."""
 
@@ -103,7 +110,7 @@ def suite_with(setting, value) -> tuple[dict, str]:
         if issubclass(cls, RLVRModule) and path[1] == "algorithms.gigpo.GiGPO":
             suite["task"] = {"class_path": "tasks.alfworld.task.AlfworldTask", "init_args": {}}
     elif path[0] == "task":
-        suite["task"] = {"class_path": path[1], "init_args": dict(REQUIRED_TASK_ARGS.get(path[1], {}))}
+        suite["task"] = {"class_path": path[1], "init_args": copy.deepcopy(REQUIRED_TASK_ARGS.get(path[1], {}))}
         target, rest, where = suite["task"]["init_args"], path[3:], "task.init_args"
     else:
         target, rest, where = suite, path, ""
@@ -134,6 +141,7 @@ def test_the_walk_finds_every_algorithm_and_task():
         "tasks.alfworld.task.AlfworldTask",
         "tasks.reward.RewardTask",
         "tasks.reasoning_gym.task.ReasoningGymTask",
+        "tasks.openenv.task.OpenEnvTask",
     }
     assert len(CASES) > 100  # every declared end of every setting
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class Episodes:
     """Where one split's episodes start: a range of seeds, or a split of the environment's task API."""
 
-    seeds: tuple[NonNegativeInt, NonNegativeInt] | None = None
+    seeds: list[NonNegativeInt] | None = None
     """[first, last + 1): each episode is `reset(seed=s)`."""
     split: str | None = None
     """A split of the environment's own task API (`list_splits`): each episode is `reset(split=, index=)`."""
@@ -45,8 +45,6 @@ class Episodes:
     """With `split`: how many episodes, from `first` (the split's `num_tasks` must cover them)."""
 
     def __post_init__(self):
-        if self.seeds is not None:
-            object.__setattr__(self, "seeds", tuple(self.seeds))
         check_fields(self)
         if (self.seeds is None) == (self.split is None):
             raise ValueError("give `seeds: [first, last + 1]` or `split` (with `size`), not both or neither")
@@ -66,6 +64,9 @@ class Episodes:
         if self.seeds is not None:
             return [{"seed": s} for s in self.span]
         return [{"split": self.split, "index": i} for i in self.span]
+
+    def __hash__(self) -> int:
+        return hash((None if self.seeds is None else tuple(self.seeds), self.split, self.first, self.size))
 
     def overlaps(self, other: Episodes) -> bool:
         same_kind = (self.seeds is None) == (other.seeds is None) and self.split == other.split
