@@ -1,7 +1,7 @@
 """A small OpenEnv environment for the harness's own suite and tests: guess a number the
 environment drew from its seed, told "Higher." or "Lower." after each guess; reward 1 for
-finding it within `guesses`. Binary search finds any number from 1 to 20 in five guesses, so the
-game is won by a policy that reads its own history, and lost by one that guesses blind.
+finding it within `guesses`. Binary search finds any number from 1 to 100 in seven guesses, so
+the game is won by a policy that reads its own history, and lost by one that guesses blind.
 
 `expert` plays the demonstrations: binary search, with a seeded share of guesses anywhere
 between the bounds (a detour, as ALFWorld's demonstrations have), so that the warm start does
