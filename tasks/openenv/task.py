@@ -14,6 +14,8 @@ What the protocol leaves to its user, and what this task does about it:
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -138,9 +140,9 @@ class OpenEnvTask(Task):
 
     # ---- problems
 
-    @cached_property
+    @property
     def workers(self) -> Workers:
-        return Workers(self.env_processes, handle, "OpenEnv")
+        return workers(self.env_processes, self.spec)
 
     def call(self, kind: str, items: list) -> list:
         try:
@@ -228,6 +230,19 @@ class OpenEnvTask(Task):
         commands = [command.strip() for command, _ in turns]
         ((reward, turns, _, why),) = self.call("replay", [(json.loads(problem.answer), commands)])
         return outcome(reward, turns, why)
+
+
+_WORKERS: dict[tuple[int, str], Workers] = {}
+
+
+def workers(processes: int, spec: Spec) -> Workers:
+    """The worker processes of one environment's runs, made once per process and kept for every
+    run of it (each run builds a task: the same environment's workers keep their instances)."""
+    key = (processes, json.dumps(dataclasses.asdict(spec), sort_keys=True, default=str))
+    if key not in _WORKERS:
+        _WORKERS[key] = Workers(processes, handle, "OpenEnv")
+        atexit.register(_WORKERS[key].close)
+    return _WORKERS[key]
 
 
 def outcome(reward: float, turns: int, failed: str | None) -> Verdict:
