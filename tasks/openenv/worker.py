@@ -39,7 +39,10 @@ def load(path: str) -> Any:
     module, _, name = path.rpartition(".")
     if not module:
         raise ValueError(f"{path!r} is not a class path (package.module.Name)")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"cannot import {path} ({error}): install the package that provides it") from None
 
 
 def action_class(spec: Spec, environment_class: type) -> type:
