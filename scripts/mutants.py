@@ -738,8 +738,8 @@ MUTANTS = [
     (
         "unjudged: a failed game judged as lost",
         "tasks/alfworld/task.py",
-        "                if isinstance(result, FailedStep):\n",
-        "                if False:\n",
+        "                failed=r.observation if isinstance(r, FailedStep) else None,\n",
+        "                failed=None,\n",
         UNJUDGED,
     ),
     # #34's survivors, each pinned by a test of its own (docs/mutants.md)
@@ -834,8 +834,8 @@ MUTANTS = [
     (
         "pin: alfworld: a win read from the episode's end",
         "tasks/alfworld/task.py",
-        "won[i], turns_played[i] = result.won, turns_played[i] + 1",
-        "won[i], turns_played[i] = result.done, turns_played[i] + 1",
+        "                reward=float(r.won),",
+        "                reward=float(r.done),",
         ALFWORLD_PIN,
     ),
     (
@@ -1607,8 +1607,8 @@ MUTANTS = [
     (
         "alfworld: every command recorded as taken (#50)",
         "tasks/alfworld/task.py",
-        "                turn_valid[i].append(result.observation.strip() != INVALID_ANSWER)",
-        "                turn_valid[i].append(True)",
+        "                valid=r.observation.strip() != INVALID_ANSWER,",
+        "                valid=True,",
         ["tests/test_feedback.py::test_alfworld_feedback_is_the_outcome_only"],
     ),
     (
