@@ -64,7 +64,8 @@ def play(
     greedy: bool = False,
 ) -> tuple[Rollouts, list[list[Answer]]]:
     """Play `episodes` (consecutive groups of `group_size` share a prompt) for at most `max_turns`
-    turns: the rollouts, without verdicts, and each episode's answers in order. The turns'
+    turns: the rollouts, without verdicts (the task's, from the answers), and each episode's
+    answers in order. The turns'
     commands go to `environments` stripped of whitespace; the starting state of each is its prompt."""
     tokenizer = engine.tokenizer
     rows = [list(engine.prompt_ids(p.prompt)) for p in episodes]  # copies: turns are appended
@@ -112,6 +113,8 @@ def play(
     )
     rollouts.turn_states = turn_states
     rollouts.turn_valid = [[a.valid for a in own] for own in answers]
+    # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
+    rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]
     return rollouts, answers
 
 

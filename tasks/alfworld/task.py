@@ -299,8 +299,6 @@ class AlfworldTask(Task):
             outcome(w, len(own)) if why is None else Verdict(0.0, why, judged=False)
             for w, own, why in zip(won, answers, failed)
         ]
-        # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
-        rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]
         return rollouts
 
     # ---- verification

@@ -203,7 +203,6 @@ class OpenEnvTask(Task):
             why or next((a.failed for a in own if a.failed is not None), None) for why, own in zip(unjudged, answers)
         ]
         rollouts.verdicts = [outcome(sum(a.reward for a in own), len(own), why) for own, why in zip(answers, failed)]
-        rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]
         return rollouts
 
     def own_work(self) -> list[tuple[object, str]]:
