@@ -176,12 +176,36 @@ def test_an_answer_the_scorer_evaluates_reaches_nothing_and_one_that_hangs_score
         f"(__import__('os').fork() or open('{marks[2]}', 'w')) and 'x'",
         "__import__('socket').create_connection(('127.0.0.1', 9)) and 'x'",
         "[c for c in iter(int, 1)]",  # never ends
+        "__import__('os')._exit(3)",  # ends the scorer's process
         problem.answer,
     ]
     verdicts = [task.verify(problem, attack) for attack in attacks]
     assert not any(mark.exists() for mark in marks)
-    assert [v.reward for v in verdicts] == [0.0] * 5 + [1.0]
+    assert [v.reward for v in verdicts] == [0.0] * 6 + [1.0] and all(v.judged for v in verdicts)
     assert verdicts[4].feedback == "the scorer ran past 2 s on this answer"
+    assert verdicts[5].feedback == "the scorer's process ended on this answer"
+
+
+def test_a_scorer_that_cannot_start_leaves_its_answers_unjudged_and_keeps_one_finalizer(monkeypatch):
+    """The scorer's own failure is not the policy's: its answers are unjudged, not wrong. A
+    restarted process replaces the finalizer that would kill the old one."""
+    from tasks.reasoning_gym.scorer import ScorerGone, ScorerProcess
+
+    task = ReasoningGymTask([SMALL_SUMS], train_size=10, eval_size=5)
+    problem = task.eval_problems()[0]
+    first = task.scorer.finalizer
+    task.scorer.close()
+    assert task.verify(problem, problem.answer).reward == 1.0  # started again
+    assert first is not None and not first.alive and task.scorer.finalizer.alive
+    task.scorer.close()
+
+    def fails(self):
+        raise ScorerGone(timed_out=False)
+
+    monkeypatch.setattr(ScorerProcess, "start", fails)
+    verdicts = task.verify_each([problem, problem], [problem.answer, "0"])
+    assert [(v.reward, v.judged) for v in verdicts] == [(0.0, False)] * 2
+    assert verdicts[0].feedback == "the scorer could not start: the generator process ended"
 
 
 @pytest.mark.slow

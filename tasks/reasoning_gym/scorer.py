@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 HASH_SEED = "0"
@@ -20,7 +21,20 @@ SETUP_TIMEOUT_S = 300.0
 
 
 class ScorerGone(RuntimeError):
-    """The generator process ended or answered nothing within its time."""
+    """The generator process ended or answered nothing within its time (`timed_out`)."""
+
+    def __init__(self, timed_out: bool):
+        super().__init__("no reply in time" if timed_out else "the generator process ended")
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class Unscored:
+    """Why an answer has no score: it ran past the time limit or ended the process (the answer's
+    doing, judged), or the process could not start (the scorer's failure, unjudged)."""
+
+    why: str
+    judged: bool = True
 
 
 class ScorerProcess:
@@ -30,6 +44,7 @@ class ScorerProcess:
         self.setup, self.timeout_s = setup, timeout_s
         self.process: subprocess.Popen | None = None
         self.buffer = b""
+        self.finalizer: weakref.finalize | None = None  # kills the live process if this object is dropped
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -38,7 +53,9 @@ class ScorerProcess:
             [sys.executable, "-m", "tasks.reasoning_gym.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
         )
         self.buffer = b""
-        weakref.finalize(self, self.process.kill)
+        if self.finalizer is not None:
+            self.finalizer.detach()  # its process is gone: one finalizer, for the live one
+        self.finalizer = weakref.finalize(self, self.process.kill)
         self.write(self.setup)
         reply = self.read(SETUP_TIMEOUT_S)
         if "error" in reply:
@@ -56,7 +73,7 @@ class ScorerProcess:
             chunk = os.read(self.process.stdout.fileno(), 1 << 16) if ready else b""
             if not chunk:
                 self.close()
-                raise ScorerGone("no reply in time" if not ready else "the generator process ended")
+                raise ScorerGone(timed_out=not ready)
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return json.loads(line)
@@ -68,20 +85,30 @@ class ScorerProcess:
         self.write(request)
         return self.read(SETUP_TIMEOUT_S)
 
-    def scores(self, items: list[tuple[int, int, str]]) -> list[float | None]:
-        """Each answer's score; None for one the scorer did not finish within `timeout_s` (the process
-        is then killed, and started again for the answers after it)."""
-        out: list[float | None] = []
+    def scores(self, items: list[tuple[int, int, str]]) -> list[float | Unscored]:
+        """Each answer's score, or why it has none: an answer the scorer did not finish within
+        `timeout_s`, or that ended the process, scores nothing (the process is started again for
+        the answers after it); where the process cannot start, the rest are unscored, unjudged."""
+        out: list[float | Unscored] = []
         while len(out) < len(items):
             rest = items[len(out) :]
-            if self.process is None:
-                self.start()
+            try:
+                if self.process is None:
+                    self.start()
+            except (ScorerGone, ValueError, OSError) as error:
+                return out + [Unscored(f"the scorer could not start: {error!s:.200}", judged=False)] * len(rest)
             self.write({"op": "score", "items": rest})
             try:
                 for _ in rest:
                     out.append(self.read(self.timeout_s)["score"])
-            except ScorerGone:
-                out.append(None)
+            except ScorerGone as gone:
+                out.append(
+                    Unscored(
+                        f"the scorer ran past {self.timeout_s:g} s on this answer"
+                        if gone.timed_out
+                        else "the scorer's process ended on this answer"
+                    )
+                )
         return out
 
     def close(self) -> None:

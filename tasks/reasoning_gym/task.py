@@ -25,7 +25,7 @@ from typing import Literal, Sequence
 
 from rollout.ranges import NonNegativeInt, PositiveFloat, PositiveInt, check_fields
 from tasks.base import Problem, Task, Verdict
-from tasks.reasoning_gym.scorer import ScorerProcess
+from tasks.reasoning_gym.scorer import ScorerProcess, Unscored
 
 RELEASE = "0.1.25"
 """The release the task's splits were made with (pyproject's `reasoning-gym` extra pins it)."""
@@ -261,8 +261,8 @@ class ReasoningGymTask(Task):
                 verdicts.append(Verdict(0.0, "no final answer found (expected '<answer>...</answer>')"))
                 continue
             score = next(scores)
-            if score is None:
-                verdicts.append(Verdict(0.0, f"the scorer ran past {self.score_timeout_s:g} s on this answer"))
+            if isinstance(score, Unscored):
+                verdicts.append(Verdict(0.0, score.why, judged=score.judged))
             elif score >= 1.0:
                 verdicts.append(Verdict(1.0, "correct"))
             elif self.partial_credit and score > 0:
