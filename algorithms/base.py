@@ -275,12 +275,10 @@ class RLVRModule(L.LightningModule):
         """The first `completions_per_step` rollouts of this step (the first process's: its first
         groups), with their text, verdicts and each generated token's advantage (and, where the
         algorithm gives tokens weights of their own, as HP-RLVR does, those weights), and the
-        first error of each (`located`: those the step has located already)."""
+        first error of each (`located`: the step has located them, inside its measure)."""
         weights = rollouts.token_data.get("token_weights")
-        kept = range(min(self.completions_per_step, len(rollouts)))
-        locate(self.task, rollouts, kept, located)
         rows = []
-        for i in kept:
+        for i in range(min(self.completions_per_step, len(rollouts))):
             eligible = rollouts.eligible[i]
             verdict = rollouts.verdicts[i]
             ids = rollouts.input_ids[i][eligible].tolist()

@@ -36,7 +36,7 @@ class EnvPool:
         ]
         self.forked = Workers(processes, _handle, "ALFWorld")
         self.done: list[bool] = [True] * size
-        self.holders: dict[str, list[int]] = {}  # game -> the workers its resets were dealt to
+        self.holders: dict[str, set[int]] = {}  # game -> the workers its resets were dealt to
 
     @property
     def workers(self) -> list[tuple[Any, Any]]:
@@ -53,13 +53,13 @@ class EnvPool:
         self.close()
 
     def reset(self, games: Sequence[GameRecord | str | Path]) -> list[ResetResult]:
-        games = [str(g.path) if isinstance(g, GameRecord) else g for g in games]
+        games = [_path(g) for g in games]
         if self.forked.any_dead:
             self.close()  # a worker died in the last episodes: start afresh
         if self.processes:
             results = self.forked.scatter("reset", games, self._settings())
-            for i, game in enumerate(games):
-                self.holders[str(game)] = [*dict.fromkeys([*self.holders.get(str(game), []), i % self.processes])]
+            for i, game in enumerate(games):  # dealt round-robin
+                self.holders.setdefault(str(game), set()).add(i % self.processes)
         else:
             results = _reset(self.envs, games, self.max_steps, self.fast, self.list_help)
         self.done = [False] * len(games)
@@ -94,9 +94,8 @@ class EnvPool:
             return [function(*job) for job in jobs]
         dealt: dict[str, int] = {}
         owners = []
-        for game in games:
-            game = str(game.path) if isinstance(game, GameRecord) else str(game)
-            holders = self.holders.get(game) or list(range(self.processes))
+        for game in map(str, map(_path, games)):
+            holders = sorted(self.holders.get(game) or range(self.processes))
             owners.append(holders[dealt.get(game, 0) % len(holders)])
             dealt[game] = dealt.get(game, 0) + 1
         return self.forked.scatter("call", [(function, job) for job in jobs], owners=owners)
@@ -107,6 +106,10 @@ class EnvPool:
     def close(self) -> None:
         self.forked.close()
         self.holders = {}
+
+
+def _path(game: GameRecord | str | Path) -> str | Path:
+    return str(game.path) if isinstance(game, GameRecord) else game
 
 
 def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool) -> list[ResetResult]:

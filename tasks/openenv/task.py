@@ -67,9 +67,6 @@ class Episodes:
             return [{"seed": s} for s in self.span]
         return [{"split": self.split, "index": i} for i in self.span]
 
-    def __hash__(self) -> int:
-        return hash((None if self.seeds is None else tuple(self.seeds), self.split, self.first, self.size))
-
     def overlaps(self, other: Episodes) -> bool:
         same_kind = (self.seeds is None) == (other.seeds is None) and self.split == other.split
         return same_kind and bool(set(self.span) & set(other.span))

@@ -146,8 +146,9 @@ class State:
 def handle(state: State | None, kind: str, items: list, spec: Spec) -> tuple[State, list]:
     """A worker's share of a call (`Workers`)."""
     if state is None or state.spec != spec:
-        for episode in state.episodes if state else ():
-            episode.close()
+        for episode in [*state.episodes, state.own] if state else ():
+            if episode is not None:
+                episode.close()
         state = State(spec)
     if kind == "reset":
         while len(state.episodes) < len(items):
