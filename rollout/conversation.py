@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -52,7 +52,16 @@ class Conversation:
         self.mask: Tensor | None = None  # [B, cached columns]: 1 where a real token of the episode is
 
     @torch.no_grad()
-    def turn(self, keys: Sequence, contexts: Sequence[list[int]]) -> list[Turn]:
+    def turn(
+        self,
+        keys: Sequence,
+        contexts: Sequence[list[int]],
+        on_stop: Callable[[list[int], list[list[int]]], None] | None = None,
+    ) -> list[Turn]:
+        """Each episode's next turn. `on_stop(positions, tokens)`, if given, hears of the episodes
+        (by their place in `keys`) whose turn has ended, with its tokens, while the batch still
+        decodes the others' (their environments can step meanwhile); the episodes the token limit
+        ends are heard of only in the turns returned."""
         model, sampling = self.engine.model, self.engine.sampling
         device, pad = model.device, self.engine.tokenizer.pad_token_id
         with eval_mode(model):
@@ -80,6 +89,10 @@ class Conversation:
                 # a token belongs to its episode if the episode had not stopped before drawing it
                 fed_mask = alive.long()[:, None]
                 alive = alive & ~torch.isin(token, stops)
+                if on_stop is not None:
+                    ended = (fed_mask[:, 0].bool() & ~alive).nonzero().squeeze(-1)
+                    if len(ended):
+                        on_stop(ended.tolist(), torch.stack(tokens, 1)[ended].tolist())
                 if not alive.any():
                     break  # the stop tokens are fed with the next turn's new tokens
                 logits = self._feed(token[:, None], fed_mask)

@@ -50,6 +50,9 @@ class Environments(Protocol):
     @property
     def active(self) -> list[bool]: ...
 
+    # Optional: `start(commands)`, {episode: command} of the episodes whose command has ended while
+    # the policy decodes the others', to step meanwhile; the next `step` gives them the same.
+
     def step(self, commands: Sequence[str | None]) -> list[Answer | None]:
         """Each going episode's answer to its command (None for an ended one, given None)."""
         ...
@@ -79,11 +82,17 @@ def play(
     stop_ids = sorted({end, tokenizer.eos_token_id})
     # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
     dialogue = conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
+    start = getattr(environments, "start", None)
     for _ in range(max_turns):
         active = [i for i, going in enumerate(environments.active) if going]
         if not active:
             break
-        turns = dialogue.turn(active, [rows[i] for i in active])
+
+        def ended(positions: list[int], tokens: list[list[int]]) -> None:
+            texts = tokenizer.batch_decode(tokens, skip_special_tokens=True)
+            start({active[p]: text.strip() for p, text in zip(positions, texts)})
+
+        turns = dialogue.turn(active, [rows[i] for i in active], on_stop=ended if start else None)
         commands: list[str | None] = [None] * len(episodes)  # None: the episode has ended
         # one tokenizer call a turn for all episodes, not one per episode
         for i, text in zip(active, tokenizer.batch_decode([turn.tokens for turn in turns], skip_special_tokens=True)):

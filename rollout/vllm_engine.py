@@ -246,5 +246,6 @@ class VLLMConversation:
     def __init__(self, engine: VLLMEngine, stop_ids: Sequence[int], max_new_tokens: int, greedy: bool):
         self.engine, self.stop_ids, self.max_new_tokens, self.greedy = engine, list(stop_ids), max_new_tokens, greedy
 
-    def turn(self, keys: Sequence, contexts: Sequence[list[int]]) -> list[Turn]:
+    def turn(self, keys: Sequence, contexts: Sequence[list[int]], on_stop=None) -> list[Turn]:
+        # on_stop is never called: vLLM returns a turn's commands together
         return self.engine.complete(contexts, 1, self.greedy, self.stop_ids, self.max_new_tokens)

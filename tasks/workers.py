@@ -8,7 +8,17 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Posted(NamedTuple):
+    """A call whose shares the workers are running (`Workers.post`)."""
+
+    items: int
+    places: list[list[int]]  # each worker's items, by their place in the call
+    shares: list[list]
+    sent: list[bool]
+
 
 Handler = Callable[[Any, str, list, Any], tuple[Any, list]]
 """handle(state, kind, items, extra) -> (state, one result per item), run in a worker: `state` is
@@ -41,6 +51,12 @@ class Workers:
     ) -> list:
         """Deal `items` to the workers (item i to worker `owners[i]`, by default round-robin), run
         `kind` on each share, gather the results in the items' order."""
+        return self.gather(self.post(kind, items, extra, owners), died)
+
+    def post(self, kind: str, items: Sequence, extra: Any = None, owners: Sequence[int] | None = None) -> Posted:
+        """`scatter`'s first half: the shares sent, the workers left to run them while this process
+        goes on. `gather` the calls posted in the order they were posted (a worker answers its
+        messages in turn)."""
         while len(self.workers) < self.processes:
             ours, theirs = multiprocessing.Pipe()
             process = multiprocessing.get_context("fork").Process(
@@ -59,12 +75,16 @@ class Workers:
                 sent.append(bool(share) and connection is not None and connection.send((kind, share, extra)) is None)
             except OSError:
                 sent.append(False)
-        results: list = [None] * len(items)
-        for w, ((process, connection), share) in enumerate(zip(self.workers, shares)):
+        return Posted(len(items), places, shares, sent)
+
+    def gather(self, posted: Posted, died: Callable[[int, list], list] | None = None) -> list:
+        """The results of a `post`, in its items' order."""
+        results: list = [None] * posted.items
+        for w, ((process, connection), share) in enumerate(zip(self.workers, posted.shares)):
             if not share:
                 continue
             try:
-                status, value = connection.recv() if sent[w] else ("died", None)
+                status, value = connection.recv() if posted.sent[w] else ("died", None)
             except (EOFError, OSError):
                 status, value = "died", None
             if status == "died" and died is not None:
@@ -73,7 +93,7 @@ class Workers:
             elif status != "ok":
                 self.close()
                 raise RuntimeError(value or f"the {self.name} worker {process.pid} died".replace("  ", " "))
-            for i, result in zip(places[w], value):
+            for i, result in zip(posted.places[w], value):
                 results[i] = result
         return results
 

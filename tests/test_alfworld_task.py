@@ -124,10 +124,16 @@ def test_an_episode_the_turn_limit_cut_is_lost_and_truncated(task, tiny_dir):
     assert rollouts.truncated == [True] * 4 and rollouts.truncations(tokenizer.eos_token_id) == [True] * 4
 
 
-def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tiny_dir):
+def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tiny_dir, monkeypatch):
+    """In workers, a game steps as soon as its command has ended, while the policy decodes the
+    others' (`EnvPool.start`): the same rows, log-probs and verdicts as stepping here, after."""
+    from tasks.alfworld.pool import EnvPool
+
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
+    early, step = [], EnvPool.step  # how many episodes of each step were started before it
+    monkeypatch.setattr(EnvPool, "step", lambda pool, commands: early.append(len(pool.started)) or step(pool, commands))
     runs, default = [], task.env_processes
     try:
         for processes in (0, 2):
@@ -139,7 +145,27 @@ def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tin
     here, workers = runs
     assert len(_ROLLOUT_POOLS[2].workers) == 2  # the second run was played by the workers
     assert torch.equal(here.input_ids, workers.input_ids) and torch.equal(here.eligible, workers.eligible)
-    assert here.verdicts == workers.verdicts
+    assert torch.equal(here.sample_logprobs, workers.sample_logprobs)
+    assert here.verdicts == workers.verdicts and here.turn_states == workers.turn_states
+    assert sum(early) > 0  # some games stepped while other commands were still decoding
+
+
+def test_a_started_step_is_gathered_by_the_next_step(task):
+    from tasks.alfworld.pool import EnvPool
+
+    games = [task.games[p.id] for p in task.train_problems()[:4]]
+    commands = ["look", "inventory", "look", "go to nowhere"]
+    with EnvPool(max_steps=10, list_help=False) as here, EnvPool(max_steps=10, list_help=False, processes=2) as pool:
+        here.reset(games)
+        pool.reset(games)
+        pool.start({1: commands[1], 2: commands[2]})
+        assert pool.step(commands) == here.step(commands)
+        pool.start({0: "look"})
+        with pytest.raises(ValueError, match="another command"):
+            pool.step(["inventory", *commands[1:]])
+        pool.reset(games)  # a step started and never gathered is read off: the next calls answer in turn
+        here.reset(games)
+        assert pool.step(commands) == here.step(commands)
 
 
 def test_hindsight_view_scores_commands_with_the_future_after_them(task, tiny_dir):

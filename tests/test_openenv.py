@@ -158,7 +158,7 @@ class Scripted:
         commands, tokenizer = iter(self.commands), self.engine.tokenizer
 
         class Dialogue:
-            def turn(self, keys, contexts):
+            def turn(self, keys, contexts, on_stop=None):
                 ids = tokenizer(next(commands) + "\n", add_special_tokens=False).input_ids
                 return [Turn(list(ids), [0.0] * len(ids)) for _ in keys]
 

@@ -3,13 +3,13 @@ their shares of a turn's episodes while the policy waits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tasks.alfworld.data import GameRecord, ResetResult, StepResult, failed_step
 from tasks.alfworld.env import AlfworldEnv
-from tasks.workers import Workers
+from tasks.workers import Posted, Workers
 
 
 class EnvPool:
@@ -37,6 +37,8 @@ class EnvPool:
         self.forked = Workers(processes, _handle, "ALFWorld")
         self.done: list[bool] = [True] * size
         self.holders: dict[str, set[int]] = {}  # game -> the workers its resets were dealt to
+        self.started: dict[int, str] = {}  # episode -> command, stepping in its worker (`start`)
+        self.posted: list[tuple[list[int], Posted]] = []  # (episodes, their call), not yet gathered
 
     @property
     def workers(self) -> list[tuple[Any, Any]]:
@@ -54,6 +56,9 @@ class EnvPool:
 
     def reset(self, games: Sequence[GameRecord | str | Path]) -> list[ResetResult]:
         games = [_path(g) for g in games]
+        for _, posted in self.posted:  # steps started and never gathered: their answers are read off
+            self.forked.gather(posted, died=lambda pid, share: share)
+        self.posted, self.started = [], {}
         if self.forked.any_dead:
             self.close()  # a worker died in the last episodes: start afresh
         if self.processes:
@@ -65,18 +70,34 @@ class EnvPool:
         self.done = [False] * len(games)
         return results
 
+    def start(self, commands: Mapping[int, str]) -> None:
+        """Begin stepping these episodes (index -> command) in their workers while this process
+        goes on (the policy decodes the other episodes' commands); the next `step` gathers them
+        and must give each the same command. Without workers nothing starts early."""
+        if not self.processes:
+            return
+        fresh = [i for i in sorted(commands) if not self.done[i] and i not in self.started]
+        if fresh:
+            items = [(i // self.processes, commands[i]) for i in fresh]  # (place in its worker, command)
+            owners = [i % self.processes for i in fresh]  # where its reset was dealt
+            self.posted.append((fresh, self.forked.post("step", items, self._settings(), owners)))
+            self.started.update({i: commands[i] for i in fresh})
+
     def step(self, commands: Sequence[str | None]) -> list[StepResult | None]:
         if len(commands) != len(self.done):
             raise ValueError(f"{len(commands)} commands for a pool of {len(self.done)}")
         commands = [None if done else command for command, done in zip(commands, self.done)]
         if self.processes:
-            # a dead worker's games are gone with it: each of its episodes still going ends, failed
-            results = self.forked.scatter(
-                "step",
-                commands,
-                self._settings(),
-                died=lambda pid, share: [None if c is None else failed_step(f"its worker {pid} died") for c in share],
-            )
+            if any(commands[i] != command for i, command in self.started.items()):
+                raise ValueError("an episode stepped with another command than the one it was started with")
+            self.start({i: c for i, c in enumerate(commands) if c is not None})
+            results: list[StepResult | None] = [None] * len(commands)
+            for indices, posted in self.posted:
+                # a dead worker's games are gone with it: each of its episodes still going ends, failed
+                died = lambda pid, share: [failed_step(f"its worker {pid} died") for _ in share]  # noqa: E731
+                for i, result in zip(indices, self.forked.gather(posted, died)):
+                    results[i] = result
+            self.posted, self.started = [], {}
         else:
             results = _step(self.envs, commands)
         self.done = [done if result is None else result.done for done, result in zip(self.done, results)]
@@ -105,7 +126,7 @@ class EnvPool:
 
     def close(self) -> None:
         self.forked.close()
-        self.holders = {}
+        self.holders, self.posted, self.started = {}, [], {}
 
 
 def _path(game: GameRecord | str | Path) -> str | Path:
@@ -140,4 +161,5 @@ def _handle(envs: list[AlfworldEnv] | None, kind: str, items: list, settings: tu
         return envs, _reset(envs, items, *settings)
     if kind == "call":
         return envs, [function(*job) for function, job in items]
-    return envs, _step(envs, items)
+    # items: (the episode's place in this worker, its command)
+    return envs, [None if envs[j].done else _step_one(envs[j], command) for j, command in items]

@@ -96,6 +96,9 @@ class _Games:
     def active(self) -> list[bool]:
         return self.pool.active
 
+    def start(self, commands: dict[int, str]) -> None:
+        self.pool.start({i: command or "look" for i, command in commands.items()})
+
     def step(self, commands: Sequence[str | None]) -> list[Answer | None]:
         stepped = self.pool.step([None if command is None else command or "look" for command in commands])
         return [
@@ -305,7 +308,7 @@ class AlfworldTask(Task):
 
     def own_work(self) -> list[tuple[object, str]]:
         # the rollouts' game engines, whether their games run here or in worker processes
-        return [*super().own_work(), (EnvPool, "step"), (EnvPool, "reset")]
+        return [*super().own_work(), (EnvPool, "step"), (EnvPool, "start"), (EnvPool, "reset")]
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
         """The outcomes the environment gave while the episodes were played."""
