@@ -8,6 +8,7 @@ ending with "\n> " while the episode goes on (`answer_text`)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
@@ -82,7 +83,7 @@ def play(
     stop_ids = sorted({end, tokenizer.eos_token_id})
     # the episodes' KV caches carry over from turn to turn; a group's first turn is prefilled once
     dialogue = conversation(engine, stop_ids, engine.sampling.max_new_tokens, greedy, group_size=group_size)
-    start = getattr(environments, "start", None)
+    start = getattr(environments, "start", None) if spare_cores(engine) else None
     for _ in range(max_turns):
         active = [i for i, going in enumerate(environments.active) if going]
         if not active:
@@ -125,6 +126,14 @@ def play(
     # cut by the turn limit (a command ends with a newline, not EOS: EOS says nothing here)
     rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]
     return rollouts, answers
+
+
+def spare_cores(engine: RolloutEngine) -> bool:
+    """Whether environments may step while the policy decodes: where decoding leaves them a core
+    (an accelerator decodes, or the CPU has more cores than torch's threads). Where torch's
+    threads fill every core, workers stepping beside them slow each decoding pass by more than
+    they save (docs/performance.md, "Game steps beside decoding")."""
+    return engine.model.device.type != "cpu" or (os.cpu_count() or 1) > torch.get_num_threads()
 
 
 def answer_text(observation: str, done: bool) -> str:

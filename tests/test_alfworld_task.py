@@ -132,6 +132,7 @@ def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tin
     model, tokenizer = load_policy(tiny_dir)
     peaked(model)
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.9, max_new_tokens=6))
+    monkeypatch.setattr("rollout.episodes.spare_cores", lambda engine: True)  # as on an accelerator
     early, step = [], EnvPool.step  # how many episodes of each step were started before it
     monkeypatch.setattr(EnvPool, "step", lambda pool, commands: early.append(len(pool.started)) or step(pool, commands))
     runs, default = [], task.env_processes
@@ -148,6 +149,17 @@ def test_rollouts_stepped_by_worker_processes_equal_those_stepped_here(task, tin
     assert torch.equal(here.sample_logprobs, workers.sample_logprobs)
     assert here.verdicts == workers.verdicts and here.turn_states == workers.turn_states
     assert sum(early) > 0  # some games stepped while other commands were still decoding
+
+
+def test_games_step_beside_decoding_only_where_a_core_is_spare(tiny_dir, monkeypatch):
+    from rollout.episodes import spare_cores
+
+    model, tokenizer = load_policy(tiny_dir)
+    engine = RolloutEngine(model, tokenizer, SamplingArgs())
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for threads, spare in ((2, False), (1, True)):
+        monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+        assert spare_cores(engine) is spare
 
 
 def test_a_started_step_is_gathered_by_the_next_step(task):

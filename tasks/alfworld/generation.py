@@ -17,7 +17,7 @@ import random
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -389,6 +389,7 @@ def generate_games(
     expert: str = "scripted",
     planner_timeout_s: float = 20.0,
     processes: int = 1,
+    then: Callable[[GameRecord], Any] | None = None,
 ) -> list[GameRecord]:
     """`count` distinct solvable games, round-robin over `task_types` (game i has type
     task_types[i % len]), deterministic in (task_types, count, seed, size, split); a longer list
@@ -403,7 +404,10 @@ def generate_games(
     `planner_timeout_s`: its search has no time limit of its own).
 
     `split` ("train" or "eval") picks games by a hash of their content, so the two splits never
-    share a game whatever their seeds and counts."""
+    share a game whatever their seeds and counts.
+
+    `then(game)` runs on each game in the process that made it, where the game's PDDL translation
+    (most of loading it) is still in memory: AlfworldTask plays its demonstrations so."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if expert not in ("scripted", "planner"):
@@ -417,7 +421,9 @@ def generate_games(
     cache.mkdir(parents=True, exist_ok=True)
 
     order = [task_types[i % len(task_types)] for i in range(count)]
-    jobs = [(t, order.count(t), seed, size, cache, split, expert, planner_timeout_s) for t in dict.fromkeys(order)]
+    jobs = [
+        (t, order.count(t), then, seed, size, cache, split, expert, planner_timeout_s) for t in dict.fromkeys(order)
+    ]
     if processes > 1 and len(jobs) > 1:
         firsts = forked_starmap(_first_games, jobs, min(processes, len(jobs)))
     else:
@@ -426,8 +432,11 @@ def generate_games(
     return [next(streams[t]) for t in order]
 
 
-def _first_games(task_type: str, count: int, *stream_args: Any) -> list[GameRecord]:
-    return list(itertools.islice(_games_of_type(task_type, *stream_args), count))
+def _first_games(task_type: str, count: int, then: Callable | None, *stream_args: Any) -> list[GameRecord]:
+    games = list(itertools.islice(_games_of_type(task_type, *stream_args), count))
+    for game in games if then is not None else ():
+        then(game)
+    return games
 
 
 _MAX_ATTEMPTS = 100_000  # draws per type and split before giving up (a draw takes ~1 ms)

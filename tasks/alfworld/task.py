@@ -194,6 +194,7 @@ class AlfworldTask(Task):
                 size=self.size,
                 cache_dir=self.cache_dir / "games",
                 processes=self.env_processes,
+                then=functools.partial(_demonstrate, self),  # while each game's translation is in memory
             )
             records = generate_games(count=self.train_games, split="train", **common) + generate_games(
                 count=self.eval_games, split="eval", **common
