@@ -229,6 +229,44 @@ def test_fast_env_matches_stock_textworld(games):
         set_speedups(True)
 
 
+def test_an_env_that_lists_no_commands_plays_as_stock_and_derives_fewer(games, monkeypatch):
+    """listed=False: the same observations, ends and wins as stock TextWorld, the admissible
+    commands the same when read, and a step that plays an admissible command derives fewer
+    commands' texts than there are."""
+    from tasks.alfworld import env as env_module
+
+    commands = {g.game_id: ["look", "dance", *g.walkthrough[:3], "inventory", *g.walkthrough[3:]] for g in games[:3]}
+    derived, index = [], env_module._Commands.index
+
+    def counted(listing, command):
+        try:
+            return index(listing, command)
+        finally:
+            derived.append((len(listing.derived), len(listing)))
+
+    monkeypatch.setattr(env_module._Commands, "index", counted)
+    lean, read = AlfworldEnv(max_steps=50, listed=False), AlfworldEnv(max_steps=50, listed=False)
+    transcripts = {}
+    for g in games[:3]:
+        lean.reset(g)
+        start = read.reset(g)
+        transcript = [(start.observation, start.task, read.admissible)]
+        for command in commands[g.game_id]:
+            result = lean.step(command)
+            assert result.admissible == [] and read.step(command) == result
+            transcript.append((*result[:3], read.admissible))
+        transcripts[g.game_id] = transcript
+    assert sum(d for d, _ in derived) < sum(n for _, n in derived) and any(d < n for d, n in derived[::2])
+    try:
+        stock = AlfworldEnv(max_steps=50, fast=False)
+        for g in games[:3]:
+            expected = [(s.observation, s.task, s.admissible) for s in [stock.reset(g)]]
+            expected += [(*r[:3], r.admissible) for r in map(stock.step, commands[g.game_id])]
+            assert transcripts[g.game_id] == expected
+    finally:
+        set_speedups(True)
+
+
 def test_planner_agrees_and_can_be_cut_short(games, env):
     game = games[4]  # look_at_obj_in_light
     plan = plan_walkthrough(game.path, timeout_s=120)

@@ -11,7 +11,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,17 @@ class AlfworldEnv:
     list_help=False leaves "help" out of the admissible commands (ALFWorld lists it everywhere;
     its answer is a 800-character manual). The engine still answers it if it is sent.
 
+    listed=False leaves the admissible commands out of every result ([]), for a player that is not
+    shown them: a fast env then derives a command's text only up to the one a step plays (TextWorld
+    derives every applicable command's at every step, most of a step's cost), with the same
+    transitions. `admissible` still lists them when read.
+
     plans=True asks the game's own planner (TextWorld's fast-downward `replan`) for a shortest
     plan from every state reached: `plan` after each reset and step (a few milliseconds each)."""
 
-    def __init__(self, max_steps: int = 50, fast: bool = True, list_help: bool = True, plans: bool = False) -> None:
+    def __init__(
+        self, max_steps: int = 50, fast: bool = True, list_help: bool = True, plans: bool = False, listed: bool = True
+    ) -> None:
         _alfworld()  # a clear error if the extra is missing
         import textworld
         from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
@@ -50,7 +57,7 @@ class AlfworldEnv:
 
         self.max_steps = max_steps
         self.fast = fast
-        self.list_help = list_help
+        self.list_help, self.listed = list_help, listed
         set_speedups(fast)
         pddl_env = _fast_pddl_env() if fast else PddlEnv
         infos = textworld.EnvInfos(admissible_commands=True, won=True, policy_commands=plans)
@@ -63,7 +70,7 @@ class AlfworldEnv:
         self.steps = 0
         self.won = False
         self.done = True
-        self.admissible: list[str] = []
+        self._state: Any = None
 
     def reset(self, game: GameRecord | str | Path | Mapping[str, Any]) -> ResetResult:
         """Start `game` (a record, a game.tw-pddl path, or its parsed JSON) from its beginning.
@@ -90,9 +97,9 @@ class AlfworldEnv:
         observation = observation.replace(_BANNER, "", 1).strip()
         self.task = task.strip().removesuffix(".")
         self.steps, self.won, self.done = 0, bool(state["won"]), False
-        self.admissible = self._admissible(state)
+        self._state = state
         self.plan = self._plan(state)
-        return ResetResult(observation, self.task, list(self.admissible))
+        return ResetResult(observation, self.task, self.admissible if self.listed else [])
 
     def step(self, command: str) -> StepResult:
         """Play one command (whitespace and case normalised, as admissible commands are written)."""
@@ -102,9 +109,9 @@ class AlfworldEnv:
         self.steps += 1
         self.won = bool(state["won"])
         self.done = self.won or self.steps >= self.max_steps
-        self.admissible = self._admissible(state)
+        self._state = state
         self.plan = self._plan(state)
-        return StepResult(state.feedback.strip(), self.done, self.won, list(self.admissible))
+        return StepResult(state.feedback.strip(), self.done, self.won, self.admissible if self.listed else [])
 
     def _plan(self, state: Any) -> list[str] | None:
         """A shortest plan from `state` ([] once won; None without `plans` or where none exists)."""
@@ -114,8 +121,14 @@ class AlfworldEnv:
             return []
         return list(state["policy_commands"] or []) or None
 
-    def _admissible(self, state: Any) -> list[str]:
-        commands = list(state["admissible_commands"])
+    @property
+    def admissible(self) -> list[str]:
+        """The commands the game carries out from where it is (sorted, as ALFWorld lists them)."""
+        if self._state is None:
+            return []
+        state = self._state
+        # the fast env's state derives them when read (`_Commands`); stock's lists them
+        commands = sorted(set(state["_valid_commands"])) if self.fast else list(state["admissible_commands"])
         return commands if self.list_help else [c for c in commands if c != "help"]
 
     def display_names(self) -> dict[str, str]:
@@ -139,4 +152,55 @@ def _fast_pddl_env() -> type:
             self._pddl_state = pddl_logic.PddlState(self.downward_lib, data["pddl_problem"], self._logic)
             self._entity_infos = self._get_entity_infos()
 
+        def _gather_infos(self) -> None:
+            """Stock's, but each applicable action's command is derived when first read (`_Commands`)."""
+            state = self._pddl_state
+            actions = state.all_applicable_actions()  # also where `apply` finds the operators
+            state.all_applicable_actions = list  # stock's loop over the actions finds none
+            try:
+                super()._gather_infos()
+            finally:
+                del state.all_applicable_actions
+            self.state["_valid_actions"] = actions
+            self.state["_valid_commands"] = _Commands(self, actions)
+            del self.state["admissible_commands"]  # `AlfworldEnv.admissible` reads the commands
+
     return FastPddlEnv
+
+
+class _Commands(Sequence):
+    """The applicable actions' commands in their order, each derived from the game's grammar when
+    first read: a step looks for its command (`index`) and stops at the first equal one, so it
+    derives only the commands up to it. The derivation reads the state it was listed at, which no
+    step has changed yet when they are read (a derivation is deterministic: the first rule that
+    applies)."""
+
+    def __init__(self, env: Any, actions: list) -> None:
+        self.env, self.actions, self.derived = env, actions, []
+        self.names = {key: info.name for key, info in env._entity_infos.items()}
+        self.facts = list(env._pddl_state.facts)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        while len(self.derived) <= (i if i >= 0 else len(self) + i):
+            action = self.actions[len(self.derived)]
+            context = {
+                "state": self.env._pddl_state,
+                "facts": self.facts,
+                "variables": {ph.name: self.env._entity_infos[var.name] for ph, var in action.mapping.items()},
+                "mapping": action.mapping,
+                "entity_infos": self.env._entity_infos,
+            }
+            action.command_template = self.env._logic.grammar.derive(action.command_template, context)
+            self.derived.append(action.format_command(self.names))
+        return self.derived[i]
+
+    def index(self, command: str, *args: Any) -> int:
+        for i in range(len(self)):
+            if self[i] == command:
+                return i
+        raise ValueError(f"{command!r} is not admissible")

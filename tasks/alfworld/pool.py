@@ -27,11 +27,18 @@ class EnvPool:
     not lost); a game that cannot be reset raises."""
 
     def __init__(
-        self, size: int = 0, max_steps: int = 50, fast: bool = True, list_help: bool = True, processes: int = 0
+        self,
+        size: int = 0,
+        max_steps: int = 50,
+        fast: bool = True,
+        list_help: bool = True,
+        processes: int = 0,
+        listed: bool = True,
     ) -> None:
         self.max_steps, self.fast, self.list_help, self.processes = max_steps, fast, list_help, processes
+        self.listed = listed  # results list the admissible commands (`AlfworldEnv`); may change between resets
         self.envs = [
-            AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help)
+            AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help, listed=listed)
             for _ in range(size if not processes else 0)
         ]
         self.forked = Workers(processes, _handle, "ALFWorld")
@@ -66,7 +73,7 @@ class EnvPool:
             for i, game in enumerate(games):  # dealt round-robin
                 self.holders.setdefault(str(game), set()).add(i % self.processes)
         else:
-            results = _reset(self.envs, games, self.max_steps, self.fast, self.list_help)
+            results = _reset(self.envs, games, *self._settings())
         self.done = [False] * len(games)
         return results
 
@@ -121,8 +128,8 @@ class EnvPool:
             dealt[game] = dealt.get(game, 0) + 1
         return self.forked.scatter("call", [(function, job) for job in jobs], owners=owners)
 
-    def _settings(self) -> tuple[int, bool, bool]:
-        return self.max_steps, self.fast, self.list_help
+    def _settings(self) -> tuple[int, bool, bool, bool]:
+        return self.max_steps, self.fast, self.list_help, self.listed
 
     def close(self) -> None:
         self.forked.close()
@@ -133,12 +140,14 @@ def _path(game: GameRecord | str | Path) -> str | Path:
     return str(game.path) if isinstance(game, GameRecord) else game
 
 
-def _reset(envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool) -> list[ResetResult]:
+def _reset(
+    envs: list[AlfworldEnv], games: Sequence, max_steps: int, fast: bool, list_help: bool, listed: bool
+) -> list[ResetResult]:
     """Reset the first len(games) of `envs` to `games`, adding engines as needed."""
     while len(envs) < len(games):
-        envs.append(AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help))
+        envs.append(AlfworldEnv(max_steps=max_steps, fast=fast, list_help=list_help, listed=listed))
     for env in envs:
-        env.max_steps = max_steps
+        env.max_steps, env.listed = max_steps, listed
     return [env.reset(game) for env, game in zip(envs, games)]
 
 
@@ -154,7 +163,7 @@ def _step_one(env: AlfworldEnv, command: str) -> StepResult:
         return failed_step(repr(error)[:200])
 
 
-def _handle(envs: list[AlfworldEnv] | None, kind: str, items: list, settings: tuple[int, bool, bool]) -> tuple:
+def _handle(envs: list[AlfworldEnv] | None, kind: str, items: list, settings: tuple[int, bool, bool, bool]) -> tuple:
     """A worker's share of a call (`Workers`): its games, kept from call to call."""
     envs = [] if envs is None else envs
     if kind == "reset":

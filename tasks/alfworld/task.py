@@ -294,6 +294,7 @@ class AlfworldTask(Task):
     ) -> Rollouts:
         episodes = [p for p in problems for _ in range(group_size)]
         pool = rollout_pool(self.env_processes, self.max_turns)
+        pool.listed = self.show_admissible  # a policy not shown the commands: each step derives fewer
         pool.reset([self.games[p.id] for p in episodes])
         games = _Games(pool, self.show_admissible)
         rollouts, answers = play(engine, episodes, games, self.max_turns, group_size, greedy)
