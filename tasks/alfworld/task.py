@@ -84,6 +84,65 @@ def outcome(won: bool, turns: int) -> Verdict:
     return Verdict(0.0, f"not won after {turns} turns")
 
 
+@dataclass(frozen=True)
+class Expert:
+    """Whose play a game's demonstration is (`AlfworldTask`'s settings that shape it), and where it
+    is cached beside the game: small enough to send to the processes that play them."""
+
+    style: str  # "direct" or "search"
+    seed: int
+    max_turns: int
+    detour_rate: float
+    show_admissible: bool
+
+    def file(self, game: GameRecord) -> Path:
+        style = f"{self.detour_rate}" if self.style == "direct" else self.style  # direct: earlier caches' names
+        return Path(game.path).with_name(f"demonstration-{style}-{self.max_turns}-{int(self.show_admissible)}.json")
+
+    def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
+        """The expert's play (walkthrough with seeded detours, or search), replayed; cached beside
+        the game."""
+        cached = self.file(game)
+        if cached.exists():
+            data = json.loads(cached.read_text())
+            return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
+        rng = random.Random(f"{self.seed}/{game.game_id}")
+        start = env.reset(game)
+        prompt = PROMPT.format(task=start.task, observation=start.observation)
+        if self.show_admissible:
+            prompt = prompt.removesuffix("> ") + f"Commands: {', '.join(start.admissible)}\n> "
+        if self.style == "search":
+            played = searched(env, start.admissible, game.walkthrough, rng)
+            turns = [(c, answer_text(r.observation, r.done, r.admissible, self.show_admissible)) for c, r in played]
+            return self._cache(cached, Transcript(prompt, tuple(turns), bool(played) and played[-1][1].won))
+        turns, admissible, won = [], start.admissible, False
+        spare = self.max_turns - len(game.walkthrough)
+        for command in game.walkthrough:
+            detours = [c for c in admissible if c.startswith("go to ") and c != command]
+            if command.startswith("go to ") and detours and spare > 0 and rng.random() < self.detour_rate:
+                detour = rng.choice(detours)
+                result = env.step(detour)
+                turns.append(
+                    (detour, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
+                )
+                spare -= 1
+            if env.done:
+                break
+            result = env.step(command)
+            admissible, won = result.admissible, result.won
+            turns.append(
+                (command, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
+            )
+        return self._cache(cached, Transcript(prompt, tuple(turns), won))
+
+    @staticmethod
+    def _cache(path: Path, transcript: Transcript) -> Transcript:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
+        tmp.write_text(json.dumps({"prompt": transcript.prompt, "turns": transcript.turns, "won": transcript.won}))
+        tmp.replace(path)
+        return transcript
+
+
 @dataclass
 class _Games:
     """The rollout pool as the episode loop's environments: each game's answer as the policy
@@ -194,7 +253,7 @@ class AlfworldTask(Task):
                 size=self.size,
                 cache_dir=self.cache_dir / "games",
                 processes=self.env_processes,
-                then=functools.partial(_demonstrate, self),  # while each game's translation is in memory
+                then=functools.partial(_demonstrate, self.expert_play),  # while each game's translation is in memory
             )
             records = generate_games(count=self.train_games, split="train", **common) + generate_games(
                 count=self.eval_games, split="eval", **common
@@ -231,56 +290,20 @@ class AlfworldTask(Task):
         processes first (each is seeded by its game alone, so the same wherever it is played)."""
         todo = [g for g in games if not self._demonstration_file(g).exists()]
         if self.env_processes > 1 and len(todo) > 1:
-            forked_starmap(_demonstrate, [(self, game) for game in todo], self.env_processes)
+            forked_starmap(_demonstrate, [(self.expert_play, game) for game in todo], self.env_processes)
         (env,) = environments(1, self.max_turns)
         return [self.demonstration(env, g) for g in games]
 
+    @property
+    def expert_play(self) -> Expert:
+        """Whose play this task's demonstrations are, from its settings as they are now."""
+        return Expert(self.expert, self.seed, self.max_turns, self.detour_rate, self.show_admissible)
+
     def _demonstration_file(self, game: GameRecord) -> Path:
-        style = f"{self.detour_rate}" if self.expert == "direct" else self.expert  # direct: earlier caches' names
-        return Path(game.path).with_name(f"demonstration-{style}-{self.max_turns}-{int(self.show_admissible)}.json")
+        return self.expert_play.file(game)
 
     def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
-        """The expert's play (walkthrough with seeded detours, or search), replayed; cached beside
-        the game."""
-        cached = self._demonstration_file(game)
-        if cached.exists():
-            data = json.loads(cached.read_text())
-            return Transcript(data["prompt"], tuple(map(tuple, data["turns"])), data["won"])
-        rng = random.Random(f"{self.seed}/{game.game_id}")
-        start = env.reset(game)
-        prompt = PROMPT.format(task=start.task, observation=start.observation)
-        if self.show_admissible:
-            prompt = prompt.removesuffix("> ") + f"Commands: {', '.join(start.admissible)}\n> "
-        if self.expert == "search":
-            played = searched(env, start.admissible, game.walkthrough, rng)
-            turns = [(c, answer_text(r.observation, r.done, r.admissible, self.show_admissible)) for c, r in played]
-            return self._cache(cached, Transcript(prompt, tuple(turns), bool(played) and played[-1][1].won))
-        turns, admissible, won = [], start.admissible, False
-        spare = self.max_turns - len(game.walkthrough)
-        for command in game.walkthrough:
-            detours = [c for c in admissible if c.startswith("go to ") and c != command]
-            if command.startswith("go to ") and detours and spare > 0 and rng.random() < self.detour_rate:
-                detour = rng.choice(detours)
-                result = env.step(detour)
-                turns.append(
-                    (detour, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
-                )
-                spare -= 1
-            if env.done:
-                break
-            result = env.step(command)
-            admissible, won = result.admissible, result.won
-            turns.append(
-                (command, answer_text(result.observation, result.done, result.admissible, self.show_admissible))
-            )
-        return self._cache(cached, Transcript(prompt, tuple(turns), won))
-
-    @staticmethod
-    def _cache(path: Path, transcript: Transcript) -> Transcript:
-        tmp = path.with_suffix(f".tmp{os.getpid()}")  # processes building one suite at once
-        tmp.write_text(json.dumps({"prompt": transcript.prompt, "turns": transcript.turns, "won": transcript.won}))
-        tmp.replace(path)
-        return transcript
+        return self.expert_play.demonstration(env, game)
 
     # ---- warm start: loss on the commands only
 
@@ -374,9 +397,9 @@ _ENVIRONMENTS: list[AlfworldEnv] = []
 _ROLLOUT_POOLS: dict[int, EnvPool] = {}
 
 
-def _demonstrate(task: AlfworldTask, game: GameRecord) -> None:
-    (env,) = environments(1, task.max_turns)
-    task.demonstration(env, game)
+def _demonstrate(expert: Expert, game: GameRecord) -> None:
+    (env,) = environments(1, expert.max_turns)
+    expert.demonstration(env, game)
 
 
 def environments(count: int, max_turns: int) -> list[AlfworldEnv]:
