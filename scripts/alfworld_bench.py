@@ -1,6 +1,7 @@
 """Measure the ALFWorld layer on this machine: generation time per game, reset/step time with
-the parse caches and with stock TextWorld (checking both give identical transitions), and how
-long observations and admissible-command lists are at a given GameSize.
+the parse caches, without listing the admissible commands, and with stock TextWorld (checking
+that all give identical transitions), and how long observations and admissible-command lists are
+at a given GameSize.
 
     python scripts/alfworld_bench.py --count 24 --cache-dir /tmp/alfworld-bench
 
@@ -118,6 +119,21 @@ def main() -> int:
     print(
         f"walkthroughs (with detours) won: {won}/{len(games)}; random play won {sum(bool(t[-1][1].won) for t in transcripts[1::2])}"
     )
+
+    # The same commands played by an env that lists no commands (a policy not shown them): a step
+    # derives the commands' texts only up to the one it plays.
+    lean = AlfworldEnv(max_steps=60, fast=True, listed=False)
+    lean_steps, lean_same = [], 0
+    for transcript, game in zip(transcripts, [g for g in games for _ in (True, False)]):
+        lean.reset(game)
+        played = []
+        for command, result in transcript[1:]:
+            start = time.perf_counter()
+            played.append((command, lean.step(command)[:3] == result[:3]))
+            lean_steps.append(time.perf_counter() - start)
+        lean_same += all(same for _, same in played)
+    print(f"fast step, no commands listed: {summary(lean_steps, ' s')}")
+    print(f"identical transitions listed vs not: {lean_same}/{len(transcripts)}")
 
     if args.stock:
         set_speedups(False)

@@ -1661,6 +1661,20 @@ MUTANTS = [
         "Pool(processes) as pool:\n        results = pool.starmap(function, jobs, chunksize=1)\n",
         ["tests/test_alfworld_games.py::test_forked_workers_end_under_a_trainer_that_keeps_sigterm"],
     ),
+    (
+        "alfworld: games step beside decoding whatever the cores (#52)",
+        "rollout/episodes.py",
+        '    return engine.model.device.type != "cpu" or (os.cpu_count() or 1) > torch.get_num_threads()\n',
+        "    return True\n",
+        ["tests/test_alfworld_task.py::test_games_step_beside_decoding_only_where_a_core_is_spare"],
+    ),
+    (
+        "alfworld: a command looked for among one fewer derived commands (#52)",
+        "tasks/alfworld/env.py",
+        "        while len(self.derived) <= (i if i >= 0 else len(self) + i):\n",
+        "        while len(self.derived) < (i if i >= 0 else len(self) + i):\n",
+        ["tests/test_alfworld_games.py::test_an_env_that_lists_no_commands_plays_as_stock_and_derives_fewer"],
+    ),
     # #54: reasoning-gym's task
     (
         "reasoning-gym: the scorer not confined",
