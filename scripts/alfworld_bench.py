@@ -112,7 +112,7 @@ def main() -> int:
             commands.append(len(result.admissible))
     print(f"fast reset, first time this process sees the game: {summary(cold, ' s')}")
     print(f"fast reset, seen before (a different game each time): {summary(resets, ' s')}")
-    print(f"fast step: {summary(steps, ' s')}")
+    print(f"fast step: {summary([t * 1000 for t in steps], ' ms', 2)}")
     print(f"observation chars: {summary(observations, digits=0)}")
     print(f"admissible commands: {summary(commands, digits=0)}")
     won = sum(bool(t[-1][1].won) for t in transcripts[::2])
@@ -132,7 +132,7 @@ def main() -> int:
             played.append((command, lean.step(command)[:3] == result[:3]))
             lean_steps.append(time.perf_counter() - start)
         lean_same += all(same for _, same in played)
-    print(f"fast step, no commands listed: {summary(lean_steps, ' s')}")
+    print(f"fast step, no commands listed: {summary([t * 1000 for t in lean_steps], ' ms', 2)}")
     print(f"identical transitions listed vs not: {lean_same}/{len(transcripts)}")
 
     if args.stock:
