@@ -184,8 +184,6 @@ class _Commands(Sequence):
         return len(self.actions)
 
     def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
         while len(self.derived) <= (i if i >= 0 else len(self) + i):
             action = self.actions[len(self.derived)]
             context = {
@@ -199,7 +197,7 @@ class _Commands(Sequence):
             self.derived.append(action.format_command(self.names))
         return self.derived[i]
 
-    def index(self, command: str, *args: Any) -> int:
+    def index(self, command: str) -> int:  # type: ignore[override]
         for i in range(len(self)):
             if self[i] == command:
                 return i

@@ -434,8 +434,9 @@ def generate_games(
 
 def _first_games(task_type: str, count: int, then: Callable | None, *stream_args: Any) -> list[GameRecord]:
     games = list(itertools.islice(_games_of_type(task_type, *stream_args), count))
-    for game in games if then is not None else ():
-        then(game)
+    if then is not None:
+        for game in games:
+            then(game)
     return games
 
 

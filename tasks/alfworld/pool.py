@@ -99,9 +99,9 @@ class EnvPool:
                 raise ValueError("an episode stepped with another command than the one it was started with")
             self.start({i: c for i, c in enumerate(commands) if c is not None})
             results: list[StepResult | None] = [None] * len(commands)
+            # a dead worker's games are gone with it: each of its episodes still going ends, failed
+            died = lambda pid, share: [failed_step(f"its worker {pid} died") for _ in share]  # noqa: E731
             for indices, posted in self.posted:
-                # a dead worker's games are gone with it: each of its episodes still going ends, failed
-                died = lambda pid, share: [failed_step(f"its worker {pid} died") for _ in share]  # noqa: E731
                 for i, result in zip(indices, self.forked.gather(posted, died)):
                     results[i] = result
             self.posted, self.started = [], {}

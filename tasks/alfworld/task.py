@@ -286,24 +286,20 @@ class AlfworldTask(Task):
         return self._splits[1]
 
     def demonstrations(self, games: Sequence[GameRecord]) -> list[Transcript]:
-        """`demonstration` of each game; those not cached yet are played in `env_processes` forked
-        processes first (each is seeded by its game alone, so the same wherever it is played)."""
-        todo = [g for g in games if not self._demonstration_file(g).exists()]
+        """The expert's demonstration of each game; those not cached yet are played in
+        `env_processes` forked processes first (each is seeded by its game alone, so the same
+        wherever it is played)."""
+        expert = self.expert_play
+        todo = [g for g in games if not expert.file(g).exists()]
         if self.env_processes > 1 and len(todo) > 1:
-            forked_starmap(_demonstrate, [(self.expert_play, game) for game in todo], self.env_processes)
+            forked_starmap(_demonstrate, [(expert, game) for game in todo], self.env_processes)
         (env,) = environments(1, self.max_turns)
-        return [self.demonstration(env, g) for g in games]
+        return [expert.demonstration(env, g) for g in games]
 
     @property
     def expert_play(self) -> Expert:
         """Whose play this task's demonstrations are, from its settings as they are now."""
         return Expert(self.expert, self.seed, self.max_turns, self.detour_rate, self.show_admissible)
-
-    def _demonstration_file(self, game: GameRecord) -> Path:
-        return self.expert_play.file(game)
-
-    def demonstration(self, env: AlfworldEnv, game: GameRecord) -> Transcript:
-        return self.expert_play.demonstration(env, game)
 
     # ---- warm start: loss on the commands only
 
