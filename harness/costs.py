@@ -22,7 +22,7 @@ TOO_COARSE = 0.10
 def least_detectable(items: int, discordant_share: float) -> float:
     """The least gain a paired test at p < 0.05 calls beyond noise on `items` shared problems
     when `discordant_share` of them change outcome both ways evenly: the leaderboard's
-    `detectable_diff` rule (`harness.leaderboard.detectable_difference`) before any run."""
+    `detectable_diff` rule for one seed (`harness.verdicts.detectable_difference`) before any run."""
     from scipy import stats
 
     discordant, extra = round(discordant_share * items), 0

@@ -8,7 +8,7 @@ engine or vLLM): greedy accuracy with its exact interval, sampled pass@k where t
 settings of the algorithm that trained it and the sampling draws of that run's last evaluation,
 the starting weights with those of step 0, so both reproduce the training run's own numbers.
 With two or more checkpoints, each is tested against the first on the same items (exact
-McNemar, `harness.leaderboard.paired_p`).
+McNemar, `harness.verdicts.paired_p`).
 
 A checkpoint's results are written once it is evaluated, in `<results>/<suite>/evaluation/
 <label>/` (`items.parquet`, `evaluation.json`); a killed evaluation resumes at the first
@@ -29,8 +29,9 @@ import torch
 
 from harness.config import Benchmark, Suite
 from harness.driver import build_module, placement, quiet_libraries
-from harness.leaderboard import detectable_difference, markdown, paired_higher, paired_p
+from harness.leaderboard import markdown
 from harness.records import write_atomic, write_json, write_parquet
+from harness.verdicts import detectable_difference, paired_higher, paired_p
 from rollout import distributed
 
 START = "start"

@@ -27,7 +27,7 @@ from harness.records import (
     write_atomic,
     write_parquet,
 )
-from rollout.batch import solved
+from harness.verdicts import ONE_SEED, compare
 
 
 def ci95(values: pl.Series) -> list[float] | None:
@@ -48,33 +48,6 @@ def binomial_ci95(successes: float, trials: int) -> list[float] | None:
     return [float(interval.low), float(interval.high)]
 
 
-def paired_p(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
-    """Exact McNemar test of two algorithms on the same held-out problems, pooled over seeds:
-    the two-sided p of the problems only one of them solved splitting as they did by chance."""
-    pairs = [(solved(a), solved(b)) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys)]
-    only_mine, only_theirs = sum(a and not b for a, b in pairs), sum(b and not a for a, b in pairs)
-    if only_mine + only_theirs == 0:
-        return 1.0
-    return float(stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue)
-
-
-def detectable_difference(mine: list[list[float]], theirs: list[list[float]]) -> float | None:
-    """The smallest gain over the other algorithm that `paired_p` would call beyond noise (p <
-    0.05), given the noise these runs show: of N problems, D were solved by only one of the two;
-    with those split evenly and m more solved by the better one only, the least m with an exact
-    two-sided p below 0.05, as a share m / N (6 / N when D = 0). None without problems."""
-    items = sum(len(xs) for xs in mine)
-    if not items:
-        return None
-    discordant = sum(solved(a) != solved(b) for xs, ys in zip(mine, theirs) for a, b in zip(xs, ys))
-    extra = 0
-    while (
-        not discordant + extra or stats.binomtest(math.ceil(discordant / 2) + extra, discordant + extra).pvalue >= 0.05
-    ):
-        extra += 1
-    return extra / items
-
-
 def step_interval(g: pl.DataFrame, resamples: int = 2000) -> list[float] | None:
     """A 95% interval of one pair's speedup from its steps: the steps (the same prompts in both
     runs) resampled with replacement, the ratio of the two runs' summed step times each time."""
@@ -86,11 +59,6 @@ def step_interval(g: pl.DataFrame, resamples: int = 2000) -> list[float] | None:
     picks = np.random.default_rng(0).integers(0, len(mine), (resamples, len(mine)))
     ratios = theirs[picks].sum(1) / mine[picks].sum(1)
     return [float(np.quantile(ratios, 0.025)), float(np.quantile(ratios, 0.975))]
-
-
-def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
-    """Whether the first of each pair solved more of the problems than the second."""
-    return sum(sum(m) - sum(b) for m, b in pairs) > 0
 
 
 PROTOCOL = ("schedule", "sampling", "optim", "update", "evaluation")
@@ -171,9 +139,11 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
     """Mean over seeds with 95% intervals ([low, high]); speedup = the suite's reference
     algorithm's wall-clock / the algorithm's on the same seed (a pair), averaged over the seeds
     both finished. The final held-out accuracy has an exact binomial interval (its problems pooled
-    over seeds), and each algorithm is tested against the reference on the same problems
-    (`paired_p`): `vs_reference` says whether its final accuracy is higher or lower beyond noise
-    (p < 0.05). `acc_gain_p` tests the algorithm's own end against its start the same way."""
+    over seeds), and each algorithm is tested against the reference on the same problems and seeds
+    (`harness.verdicts.compare`: with several seeds the training's noise counted, with one the
+    problems' only, and said so): `vs_reference` says whether its final accuracy is higher or lower
+    beyond noise (p < 0.05). `acc_gain_p` tests the algorithm's own end against its start the same
+    way."""
     for column in ("step_s", "load", "session"):  # tables of runs made before these were recorded
         if column not in runs.columns:
             runs = runs.with_columns(pl.lit(None).alias(column))
@@ -209,8 +179,8 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
         pairs = [(m, b) for m, b in zip(finals, g["reference_rewards"].to_list()) if m is not None and b is not None]
         own = [(m, s) for m, s in zip(finals, g["first_rewards"].to_list()) if m is not None and s is not None]
         compared = bool(pairs) and algorithm != g["reference"][0]
-        p = paired_p([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
-        detectable = detectable_difference([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
+        versus = compare([m for m, _ in pairs], [b for _, b in pairs]) if compared else None
+        gained = compare([m for m, _ in own], [s for _, s in own]) if own else None
         rows.append(
             {
                 "suite": suite,
@@ -243,17 +213,15 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "acc_after": float(g["accuracy_after"].mean()),
                 "acc_after_ci95": binomial_ci95(sum(sum(r) for r in finals), items) if items else None,
                 "acc_gain": float(gain.mean()),
-                "acc_gain_ci95": ci95(gain),
-                "acc_gain_p": paired_p([m for m, _ in own], [s for _, s in own]) if own else None,
-                "vs_reference_p": p,
-                "vs_reference": None
-                if p is None
-                else "within noise"
-                if p >= 0.05
-                else "higher"
-                if paired_higher(pairs)
-                else "lower",
-                "detectable_diff": detectable,
+                "acc_gain_ci95": gained.ci95 if gained else ci95(gain),
+                "acc_gain_p": gained.p if gained else None,
+                "acc_gain_seeds_needed": gained.seeds_needed if gained else None,
+                "noise_counted": (versus or gained).covers if versus or gained else None,
+                "vs_reference_p": versus.p if versus else None,
+                "vs_reference": versus.verdict() if versus else None,
+                "vs_reference_ci95": versus.ci95 if versus else None,
+                "detectable_diff": versus.detectable if versus else None,
+                "vs_reference_seeds_needed": versus.seeds_needed if versus else None,
                 **{c: g[c].mean() for c in g.columns if c.startswith("pass@")},
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
                 "tokens_generated": int(g["tokens_generated"].mean()),
@@ -291,8 +259,9 @@ FIDELITY = ("blame_on_error", "blame_lift", "reinforced_error", "reinforced_lift
 
 
 KEY_COLUMNS = (
-    "suite", "algorithm", "seeds", "acc_before", "acc_after", "acc_gain", "acc_gain_p", "vs_reference",
-    "vs_reference_p", "detectable_diff", "speedup", "rollouts", "zero_grad_fraction",
+    "suite", "algorithm", "seeds", "noise_counted", "acc_before", "acc_after", "acc_gain", "acc_gain_p",
+    "acc_gain_seeds_needed", "vs_reference", "vs_reference_p", "detectable_diff", "vs_reference_seeds_needed",
+    "speedup", "rollouts", "zero_grad_fraction",
 )  # fmt: skip
 """The leaderboard's columns a terminal shows (docs/results.md defines them; the files hold all)."""
 
@@ -369,8 +338,8 @@ def columns_link(directory: Path) -> str:
 
 def row_notes(board: pl.DataFrame) -> str:
     """A line for each row whose held-out accuracy started at 0 or 1 (from there no gain, or no
-    loss, can show, whatever the algorithm does), and for each speedup whose runs ran in different
-    invocations of the harness."""
+    loss, can show, whatever the algorithm does), for each speedup whose runs ran in different
+    invocations of the harness, and one where a verdict is of one seed."""
     lines = [
         f"- {row['suite']} / {row['algorithm']}: held-out accuracy {row['acc_before']:.0%} at the start: "
         + (
@@ -390,6 +359,12 @@ def row_notes(board: pl.DataFrame) -> str:
         for row in board.iter_rows(named=True)
         if row.get("sessions") == "several" and row["algorithm"] != row["reference"]
     ]
+    if any(row.get("noise_counted") == ONE_SEED for row in board.iter_rows(named=True)):
+        lines.append(
+            "- A verdict marked (this seed) counts which held-out problems were drawn, not how training varies: "
+            "another seed, or another machine's rounding, is another trajectory. `*_seeds_needed`: how many seeds "
+            "a verdict on the algorithm would need at this difference, were the seeds to spread as the studies' do.\n"
+        )
     return "".join(lines) + ("\n" if lines else "")
 
 

@@ -7,8 +7,8 @@ import yaml
 
 from harness.config import load_benchmark
 from harness.costs import announce, least_detectable
-from harness.leaderboard import detectable_difference
 from harness.plan import plan
+from harness.verdicts import detectable_difference
 
 
 @pytest.mark.parametrize("items, discordant", [(100, 0), (100, 20), (37, 9), (500, 101)])

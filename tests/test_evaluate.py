@@ -14,7 +14,7 @@ from harness_cli import run_harness
 from test_e2e import TINY
 
 from harness.__main__ import main
-from harness.leaderboard import paired_p
+from harness.verdicts import paired_p
 
 SUITE = {
     "name": "tiny-math",

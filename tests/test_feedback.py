@@ -162,7 +162,7 @@ def test_a_partial_score_is_no_pass_for_pass_at_k_the_paired_test_or_the_outcome
     from types import SimpleNamespace
 
     from algorithms.base import RLVRModule
-    from harness.leaderboard import paired_p
+    from harness.verdicts import paired_p
 
     scores = [1.0, 2 / 3, 1 / 3, 0.0]
     task = SimpleNamespace(

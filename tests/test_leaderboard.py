@@ -6,7 +6,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from harness.leaderboard import aggregate, ci95
+from harness.leaderboard import aggregate, ci95, row_notes
+from harness.verdicts import ONE_SEED, SEEDS, compare
 
 # each held-out problem's reward at the end, by (algorithm, seed): on seed 0 HP-RLVR alone solves
 # problems 5-8; on seed 1 it alone solves 5-9 and GRPO alone solves 4
@@ -153,13 +154,35 @@ def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against
     # 18 of 20 problems over the two seeds: the Clopper-Pearson bounds from the beta distribution
     low, high = stats.beta.ppf(0.025, 18, 3), stats.beta.ppf(0.975, 19, 2)
     assert hp["acc_after_ci95"] == pytest.approx([low, high])  # [low, high]: not symmetric about 0.9
-    # 9 problems only HP-RLVR solved, 1 only GRPO: exact McNemar p = 2 (1 + 10) / 2**10
-    assert hp["vs_reference_p"] == pytest.approx(22 / 1024)
-    assert hp["vs_reference"] == "higher"
+    # two seeds: the two-way test of seeds and problems (tests/test_verdicts.py works it out)
+    versus = compare([FINAL["hp_rlvr", s] for s in (0, 1)], [FINAL["grpo", s] for s in (0, 1)])
+    assert hp["vs_reference_p"] == pytest.approx(versus.p) and hp["vs_reference_ci95"] == pytest.approx(versus.ci95)
+    assert hp["vs_reference"] == versus.verdict() and hp["noise_counted"] == SEEDS
+    assert hp["detectable_diff"] == pytest.approx(versus.detectable) and hp["vs_reference_seeds_needed"] is None
     grpo = board.filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert grpo["vs_reference_p"] is None and grpo["vs_reference"] is None  # the reference itself
-    reverse = aggregate(runs("hp_rlvr")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
-    assert reverse["vs_reference"] == "lower" and reverse["vs_reference_p"] == pytest.approx(22 / 1024)
+
+
+def one_seed(reference: str) -> pl.DataFrame:
+    """Seed 0 alone, holding both seeds' problems: 9 only HP-RLVR solved, 1 only GRPO."""
+    rows = [r for r in runs(reference).iter_rows(named=True) if r["seed"] == 0]
+    for row in rows:
+        row["final_rewards"] = FINAL[row["algorithm"], 0] + FINAL[row["algorithm"], 1]
+        row["first_rewards"] = FINAL["grpo", 0] + FINAL["grpo", 1]
+    return pl.DataFrame(rows)
+
+
+def test_a_verdict_of_one_seed_is_mcnemar_on_the_problems_and_says_so():
+    hp = aggregate(one_seed("grpo")).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    # 9 problems only HP-RLVR solved, 1 only GRPO: exact McNemar p = 2 (1 + 10) / 2**10
+    assert hp["vs_reference_p"] == pytest.approx(22 / 1024) and hp["noise_counted"] == ONE_SEED
+    assert hp["vs_reference"] == "higher (this seed)"  # not a bare "higher": a claim about this seed only
+    reverse = aggregate(one_seed("hp_rlvr")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
+    assert reverse["vs_reference"] == "lower (this seed)" and reverse["vs_reference_p"] == pytest.approx(22 / 1024)
+    assert "verdict marked (this seed) counts which held-out problems were drawn" in row_notes(
+        aggregate(one_seed("grpo"))
+    )
+    assert "(this seed)" not in row_notes(aggregate(runs("grpo")))
 
 
 def test_settings_that_differ_between_a_suites_algorithms_stand_beside_their_rows():
@@ -185,7 +208,7 @@ def test_the_curves_band_is_the_binomial_interval_of_the_problems_pooled_over_se
 
 
 def test_detectable_difference_is_the_least_gain_mcnemar_calls_beyond_noise():
-    from harness.leaderboard import detectable_difference, paired_p
+    from harness.verdicts import detectable_difference, paired_p
 
     # 100 problems, 10 solved by only one of the two (the noise): split 5-5, a gain of m more
     # problems is beyond noise once 5 + m of 10 + m gives p < 0.05: m = 10 (15 of 20, p = 0.041;
@@ -201,27 +224,33 @@ def test_detectable_difference_is_the_least_gain_mcnemar_calls_beyond_noise():
     assert detectable_difference([[1.0] * 50 + [0.0] * 50], [[1.0] * 50 + [0.0] * 50]) == pytest.approx(0.06)
 
 
-def test_the_gain_is_after_minus_before_with_its_interval_over_seeds():
+def test_the_gain_is_after_minus_before_with_its_interval_from_the_same_test():
     # accuracy 0.5 -> 0.51 on seed 0 and 0.5 -> 0.52 on seed 1: gains +0.01 and +0.02
     row = aggregate(runs("grpo")).filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert row["acc_gain"] == pytest.approx(0.015)
+    gained = compare([FINAL["grpo", s] for s in (0, 1)], [FINAL["grpo", s] for s in (0, 1)])
+    assert row["acc_gain_ci95"] == pytest.approx(gained.ci95)
+    # runs recorded before per-problem rewards were kept: a t-interval over the seeds' gains
+    before = aggregate(runs("grpo").with_columns(first_rewards=None)).filter(pl.col("algorithm") == "grpo")
     half = 12.70620474 * 0.00707106781 / 2**0.5  # t(0.975, 1)
-    assert row["acc_gain_ci95"] == pytest.approx([0.015 - half, 0.015 + half])
+    assert before["acc_gain_ci95"][0].to_list() == pytest.approx([0.015 - half, 0.015 + half])
 
 
 def test_the_gain_is_tested_end_against_start_on_the_same_problems():
-    # both seeds start where GRPO ends: HP-RLVR then solved 4 + 5 problems more and 1 fewer
+    # both seeds start where GRPO ends: HP-RLVR's end against its start is its end against GRPO's
     board = aggregate(runs("grpo"))
     hp = board.filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
-    assert hp["acc_gain_p"] == pytest.approx(22 / 1024)  # as 9 against 1 above
+    assert hp["acc_gain_p"] == pytest.approx(hp["vs_reference_p"])
     grpo = board.filter(pl.col("algorithm") == "grpo").row(0, named=True)
     assert grpo["acc_gain_p"] == 1.0  # no problem changed
     before = runs("grpo").with_columns(first_rewards=None)  # recorded before rewards were kept
     assert aggregate(before)["acc_gain_p"].to_list() == [None, None]
+    one = aggregate(one_seed("grpo")).filter(pl.col("algorithm") == "hp_rlvr").row(0, named=True)
+    assert one["acc_gain_p"] == pytest.approx(22 / 1024)  # one seed: McNemar, as 9 against 1
 
 
 def test_detectable_difference_splits_an_odd_noise_with_the_extra_problem_to_the_better():
-    from harness.leaderboard import detectable_difference
+    from harness.verdicts import detectable_difference
 
     def solved(a, b):  # a problems solved by the first only, b by the second only, of 100
         return [[1.0] * a + [0.0] * b + [0.0] * (100 - a - b)], [[0.0] * a + [1.0] * b + [0.0] * (100 - a - b)]
@@ -330,7 +359,6 @@ def test_a_speedup_at_one_seed_has_an_interval_from_its_steps_and_says_when_its_
     the slow step drawn k times of 10 (binomial, p = 0.1) the ratio is 2 + 0.2 k, whose 2.5% and
     97.5% quantiles are k = 0 and k = 3. A pair whose runs come from two invocations gets a note
     with the machine's load."""
-    from harness.leaderboard import row_notes
 
     one = runs("grpo").filter(pl.col("seed") == 0)
     steps = {"grpo": [2.0] * 9 + [4.0], "hp_rlvr": [1.0] * 10}
@@ -344,13 +372,14 @@ def test_a_speedup_at_one_seed_has_an_interval_from_its_steps_and_says_when_its_
     assert hp["sessions"] == "several" and hp["load"] == 1.5
     assert "s / hp_rlvr: its speedup pairs runs of different invocations" in row_notes(aggregate(one))
     same = aggregate(one.with_columns(pl.lit("a").alias("session")))
-    assert same.filter(pl.col("algorithm") == "hp_rlvr")["sessions"][0] == "one" and not row_notes(same)
+    assert same.filter(pl.col("algorithm") == "hp_rlvr")["sessions"][0] == "one" and "speedup pairs" not in row_notes(
+        same
+    )
     unknown = aggregate(runs("grpo"))  # runs recorded before sessions were
     assert unknown["sessions"].to_list() == [None, None] and unknown["speedup_ci95"][1] is not None
 
 
 def test_a_start_at_nothing_solved_is_noted():
-    from harness.leaderboard import row_notes
 
     board = aggregate(runs("grpo").with_columns(pl.lit(0.0).alias("accuracy_before")))
     assert "s / grpo: held-out accuracy 0% at the start: nothing solved" in row_notes(board)

@@ -1,0 +1,98 @@
+"""How far seeds of one comparison spread beyond the noise of their shared problems, in the
+multi-seed studies published under results/studies: `harness.verdicts.SEED_SPREAD`.
+
+    python scripts/seed_spread.py
+
+For every comparison a leaderboard makes with two or more seeds (an algorithm against the suite's
+reference, and against its own start), X[seed, problem] = solved - solved; the seeds' variance
+component of its two-way ANOVA, max(ms_s - ms_e, 0) / N, is how much the seeds' accuracy
+differences vary beyond their problems' noise. Comparisons published in several studies count
+once. Prints each, then their root mean square; and beside it the share of a seed's problem-by-
+problem noise that repeats on every seed (which more seeds do not average away), and its mean:
+`harness.verdicts.SHARED_SHARE`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.leaderboard import run_table  # noqa: E402
+from harness.records import load_runs, suite_folders  # noqa: E402
+from harness.verdicts import solved_matrix  # noqa: E402
+
+
+def seed_component(x: np.ndarray) -> float:
+    """max(ms_s - ms_e, 0) / N of X[seed, problem]: the seeds' variance beyond the problems'."""
+    seeds, items = x.shape
+    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
+    ms_s = items * ((by_seed - mean) ** 2).sum() / (seeds - 1)
+    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
+    return max(float(ms_s - ms_e), 0.0) / items
+
+
+def shared_share(x: np.ndarray) -> float:
+    """Of one seed's problem-by-problem variance, the share that repeats on every seed (the
+    problems' component of the two-way ANOVA, max(ms_p - ms_e, 0) / S, over it plus ms_e)."""
+    seeds, items = x.shape
+    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
+    ms_p = seeds * ((by_item - mean) ** 2).sum() / (items - 1)
+    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
+    shared = max(float(ms_p - ms_e), 0.0) / seeds
+    return shared / (shared + ms_e) if shared + ms_e > 0 else 0.0
+
+
+def comparisons(studies: Path = ROOT / "results" / "studies"):
+    """(study/suite, algorithm, against, X) for each multi-seed comparison, each once."""
+    seen = set()
+    for suite_dir in sorted(d for study in sorted(studies.iterdir()) if study.is_dir() for d in suite_folders(study)):
+        table = run_table(load_runs(suite_dir))
+        if table.is_empty() or "final_rewards" not in table.columns:
+            continue
+        reference = table.filter(pl.col("algorithm") == pl.col("reference")).sort("seed")
+        for (algorithm,), g in table.group_by(["algorithm"], maintain_order=True):
+            g = g.sort("seed")
+            if g.height < 2 or None in g["final_rewards"].to_list():
+                continue
+            mine = solved_matrix(g["final_rewards"].to_list())
+            against = {"start": solved_matrix(g["first_rewards"].to_list())}
+            if algorithm != reference["algorithm"][0] and reference["seed"].to_list() == g["seed"].to_list():
+                against["reference"] = solved_matrix(reference["final_rewards"].to_list())
+            for name, theirs in against.items():
+                x = mine - theirs
+                key = (name, x.tobytes())
+                if key not in seen:
+                    seen.add(key)
+                    yield f"{suite_dir.parent.name}/{suite_dir.name}", algorithm, name, x
+
+
+def spread() -> float:
+    """The root mean square of the seeds' component over every comparison, each once."""
+    return math.sqrt(np.mean([seed_component(x) for *_, x in comparisons()]))
+
+
+def shared() -> float:
+    """The mean over every comparison of `shared_share`."""
+    return float(np.mean([shared_share(x) for *_, x in comparisons()]))
+
+
+def main() -> int:
+    print(f"{'study/suite':45s} {'algorithm':14s} {'against':12s} seeds  spread  shared")
+    for where, algorithm, against, x in comparisons():
+        print(
+            f"{where:45s} {algorithm:14s} vs {against:9s} {x.shape[0]:5d}  {math.sqrt(seed_component(x)):.4f}"
+            f"  {shared_share(x):.2f}"
+        )
+    print(f"seeds' spread, root mean square: {spread():.4f}; problems' shared share, mean: {shared():.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
