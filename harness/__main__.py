@@ -118,6 +118,17 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="also paste the leaderboard written (OUT's with --publish) between the leaderboard markers of this file",
     )
+    again = commands.add_parser(
+        "reproduce",
+        help="rerun a benchmark file here and say, cell by cell, whether it reproduces a published results folder",
+    )
+    again.add_argument("config", type=Path, help="the benchmark file the published folder was made with")
+    again.add_argument("published", type=Path, help="the published folder (e.g. results/)")
+    again.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=overrides_help)
+    again.add_argument(
+        "--results", type=Path, default=Path("runs/reproduce"), help="where the rerun goes (default: runs/reproduce)"
+    )
+    again.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     across = commands.add_parser(
         "across", help="one summary across the tasks of a folder of suites: IQM and P(improvement), with intervals"
     )
@@ -142,12 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
     settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
     args, extra = parser.parse_known_args(argv)
-    if args.command in ("run", "bench"):  # overrides may follow the options too
+    if args.command in ("run", "bench", "reproduce"):  # overrides may follow the options too
         args.overrides += [e for e in extra if "=" in e and not e.startswith("-")]
         extra = [e for e in extra if e not in args.overrides]
     if extra:
         hint = ""
-        takes_overrides = {"run": run, "bench": bench}.get(args.command)
+        takes_overrides = {"run": run, "bench": bench, "reproduce": again}.get(args.command)
         if any(e.startswith("--") for e in extra) and takes_overrides is not None:
             smoke = "--smoke runs every run for 3 steps as a check; " if args.command == "run" else ""
             hint = (
@@ -186,6 +197,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {args.config}: {error}", file=sys.stderr)
                 return True
         return False
+
+    if args.command == "reproduce":
+        if not args.published.is_dir():
+            print(f"error: published: no such directory: {args.published}", file=sys.stderr)
+            return 2
+        suites = [f"--suite={name}" for name in args.suite]
+        code = main(["run", str(args.config), *args.overrides, f"--results={args.results}", *suites])
+        if code:
+            return code
+        from harness.reproduce import write
+
+        _, text = write(args.published, args.results)
+        print(text)
+        print(f"wrote {args.results / 'reproduce.md'}")
+        return 0
 
     if args.command == "across":
         from harness.across_tasks import publish as publish_across

@@ -1,6 +1,6 @@
 """What a benchmark will cost and what it can detect, said before anything trains: each warm start
 still to build, with a time estimated from the warm starts this cache already holds, and each
-suite's held-out set with the least gain a paired test on it can call beyond noise."""
+suite's held-out set and seeds with the least gain its verdicts can call beyond noise."""
 
 from __future__ import annotations
 
@@ -14,14 +14,16 @@ from harness.config import Benchmark, Suite
 from harness.models import weights_recipe
 from harness.plan import PlannedRun
 from harness.records import fmt_duration
+from harness.verdicts import planned_detectable
 
 TOO_COARSE = 0.10
-"""A held-out set that cannot call a gain below this (10 points) beyond noise is warned of."""
+"""A held-out set and seeds that cannot call a gain below this (10 points) beyond noise, with a fifth of the
+problems changing, are warned of."""
 
 
 def least_detectable(items: int, discordant_share: float) -> float:
-    """The least gain a paired test at p < 0.05 calls beyond noise on `items` shared problems
-    when `discordant_share` of them change outcome both ways evenly: the leaderboard's
+    """The least gain a paired test at p < 0.05 calls beyond one seed's noise on `items` shared
+    problems when `discordant_share` of them change outcome both ways evenly: the leaderboard's
     `detectable_diff` rule for one seed (`harness.verdicts.detectable_difference`) before any run."""
     from scipy import stats
 
@@ -86,15 +88,22 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
         if size is None:
             continue
         seeds = len({r.seed for r in runs if r.suite is suite})  # those selected to run
-        items = size * seeds
-        best, typical = least_detectable(items, 0.0), least_detectable(items, 0.2)
-        line = (
-            f"[{suite.name}] held-out: {size} problems x {seeds} seed{'s' * (seeds > 1)}; "
-            "the least gain a paired test can "
-            f"call beyond noise is {best:.1%} with no problem changing the other way, {typical:.1%} with a fifth "
-            "of them changing"
-        )
-        if best > TOO_COARSE:
+        line = f"[{suite.name}] held-out: {size} problems x {seeds} seed{'s' * (seeds > 1)}; "
+        if seeds == 1:
+            best, typical = least_detectable(size, 0.0), least_detectable(size, 0.2)
+            line += (
+                f"the least gain a paired test can call beyond this seed's noise is {best:.1%} with no problem changing "
+                f"the other way, {typical:.1%} with a fifth of them changing; a verdict on the algorithm counts the "
+                f"training's noise too and needs seeds: with 3, about {planned_detectable(3, 0.2 / size, size):.1%}"
+            )
+        else:
+            best, typical = planned_detectable(seeds, 0.0, size), planned_detectable(seeds, 0.2 / size, size)
+            line += (
+                "the least gain a verdict counting seeds and problems can call beyond noise, were the seeds to spread "
+                f"as the studies' do, is {best:.1%} with no problem changing the other way, {typical:.1%} with a "
+                "fifth of them changing"
+            )
+        if max(best, typical) > TOO_COARSE:
             line = (
                 f"warning: {line}: this suite cannot detect less than {TOO_COARSE:.0%}; raise the task's eval_size "
                 "(or evaluation.limit) or the seeds"

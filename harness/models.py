@@ -24,6 +24,7 @@ import rollout.attention
 from harness.progress import bar_shown, progress
 from harness.provenance import lock
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
+from harness.shipped import copy_into, shipped
 from harness.tiny import save_tiny
 from rollout import kernels
 from tasks.base import Problem, Task
@@ -64,7 +65,8 @@ def weights_recipe(model: ModelArgs, task_key: dict) -> tuple[dict, str] | None:
 
 
 def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Path) -> Path:
-    """The directory of the weights RL starts from, building and caching them if needed. Processes
+    """The directory of the weights RL starts from, building and caching them if needed (or copying
+    them from those the project ships, harness/shipped.py). Processes
     that need the same weights at once build them once: the first holds the entry's file lock
     while it builds, the others wait for it and load what it wrote."""
     recipe = weights_recipe(model, task_key)
@@ -78,9 +80,17 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
     with FileLock(target.with_name(key + ".lock")):
         if (target / "recipe.json").exists():  # built by another process while this one waited
             return target
-        print(f"building the starting weights {target} (cached for every run that needs them)")
         staging = target.with_name(key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
+        if folder := shipped(key):
+            copy_into(folder, staging)
+            print(
+                f"starting weights {key}: shipped with the project ({folder}, files checked); "
+                "HARNESS_BUILD_WEIGHTS=1 builds them here instead"
+            )
+            staging.rename(target)
+            return built_elsewhere_warning(target)
+        print(f"building the starting weights {target} (cached for every run that needs them)")
         rl_only = model.warm_start.rl_only if model.warm_start else 0
         started = time.perf_counter()
         demonstrated(task, rl_only)  # the task's problems and demonstrations, timed on their own

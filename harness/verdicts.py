@@ -161,15 +161,40 @@ def compare(mine: list[list[float]], theirs: list[list[float]]) -> Comparison | 
     return Comparison(diff=diff, p=p, ci95=[diff - half, diff + half], detectable=half, covers=SEEDS)
 
 
+def planned_detectable(seeds: int, problems_variance: float, items: int) -> float:
+    """The least difference `two_way`'s test of `seeds` seeds would call beyond noise, planned
+    before they run: SEED_SPREAD**2 / seeds for the seeds (PRIOR_DF + seeds - 1 df) and, of one
+    seed's `problems_variance` (the variance of its mean difference), SHARED_SHARE as it is and the
+    rest divided by the seeds (items - 1 df)."""
+    seed_part = SEED_SPREAD**2 / seeds
+    problems_part = problems_variance * (SHARED_SHARE + (1 - SHARED_SHARE) / seeds)
+    total = seed_part + problems_part
+    df = total**2 / (seed_part**2 / (PRIOR_DF + seeds - 1) + problems_part**2 / max(items - 1, 1))
+    return float(stats.t.ppf(0.975, df)) * math.sqrt(total)
+
+
 def seeds_needed(diff: float, problems_variance: float, items: int) -> int | None:
-    """The least seeds S (2..MAX_SEEDS) at which `two_way`'s test would call `diff` beyond noise,
-    planning with SEED_SPREAD**2 / S for the seeds (PRIOR_DF + S - 1 df) and, of one seed's
-    `problems_variance`, SHARED_SHARE as it is and the rest divided by S (items - 1 df)."""
-    for count in range(2, MAX_SEEDS + 1):
-        seed_part = SEED_SPREAD**2 / count
-        problems_part = problems_variance * (SHARED_SHARE + (1 - SHARED_SHARE) / count)
-        total = seed_part + problems_part
-        df = total**2 / (seed_part**2 / (PRIOR_DF + count - 1) + problems_part**2 / max(items - 1, 1))
-        if abs(diff) > float(stats.t.ppf(0.975, df)) * math.sqrt(total):
-            return count
-    return None
+    """The least seeds (2..MAX_SEEDS) whose planned test would call `diff` beyond noise."""
+    return next(
+        (n for n in range(2, MAX_SEEDS + 1) if abs(diff) > planned_detectable(n, problems_variance, items)), None
+    )
+
+
+def consistent(mine: list[list[float]], theirs: list[list[float]]) -> Comparison | None:
+    """Two trainings of one config (a rerun and the published runs, seed by seed on the same
+    problems): is their difference within what another trajectory makes it? With several seeds,
+    `compare`'s test; with one, the problems' noise plus SEED_SPREAD for the two trajectories (a
+    seed cannot measure its own), normal."""
+    result = compare(mine, theirs)
+    if result is None or result.covers == SEEDS:
+        return result
+    x = solved_matrix(mine)[0] - solved_matrix(theirs)[0]
+    spread = math.sqrt(float(x.var(ddof=1)) / x.size + SEED_SPREAD**2) if x.size > 1 else SEED_SPREAD
+    half = 1.959963984540054 * spread
+    return Comparison(
+        diff=result.diff,
+        p=float(2 * stats.norm.sf(abs(result.diff) / spread)),
+        ci95=[result.diff - half, result.diff + half],
+        detectable=half,
+        covers=SEEDS,
+    )

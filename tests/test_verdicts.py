@@ -92,7 +92,7 @@ def test_seeds_needed_is_the_least_count_whose_test_calls_the_difference():
     needed = seeds_needed(0.02, problems_variance, items)
     assert needed is not None and 2 <= needed <= MAX_SEEDS
 
-    def called(count):
+    def called(count):  # the planned variance of `count` seeds, worked out here
         seed_part = SEED_SPREAD**2 / count
         problems_part = problems_variance * SHARED_SHARE + problems_variance * (1 - SHARED_SHARE) / count
         total = seed_part + problems_part
