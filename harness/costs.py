@@ -97,11 +97,10 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
                 f"training's noise too and needs seeds: with 3, about {planned_detectable(3, 0.2 / size, size):.1%}"
             )
         else:
-            best, typical = planned_detectable(seeds, 0.0, size), planned_detectable(seeds, 0.2 / size, size)
+            best = typical = planned_detectable(seeds, 0.2 / size, size)
             line += (
                 "the least gain a verdict counting seeds and problems can call beyond noise, were the seeds to spread "
-                f"as the studies' do, is {best:.1%} with no problem changing the other way, {typical:.1%} with a "
-                "fifth of them changing"
+                f"as the studies' do, is about {typical:.1%} with a fifth of the problems changing"
             )
         if max(best, typical) > TOO_COARSE:
             line = (

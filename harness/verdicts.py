@@ -21,14 +21,16 @@ from scipy import stats
 
 from rollout.batch import solved
 
-SEED_SPREAD = 0.017
-"""The between-seed standard deviation of an accuracy difference beyond the problems' noise, as
-the multi-seed studies in results/studies show it (their root mean square, 1.7 points:
-`python scripts/seed_spread.py`; tests/test_verdicts.py keeps the two in step). The prior of
-`two_way` and the planning figure of `seeds_needed`."""
+SEED_RATIO = 2.1
+"""How much seeds of one comparison spread beyond their problems' noise, as the seeds' variance
+component over the residual problem-by-seed variance (N tau^2 / ms_e): the mean over the
+multi-seed studies in results/studies (`python scripts/seed_spread.py`; tests/test_verdicts.py
+keeps the two in step). A ratio, not a spread in points: seeds spread less where problems are
+near certain (code at 94%: 0.3 points) than where they are not (math at 40%: 1.7). The prior of
+`two_way` and the planning figure of `seeds_needed` and `consistent`."""
 
 PRIOR_DF = 2
-"""How many degrees of freedom SEED_SPREAD counts for in `two_way`: as much as one three-seed
+"""How many degrees of freedom SEED_RATIO counts for in `two_way`: as much as one three-seed
 study's own spread."""
 
 SHARED_SHARE = 0.4
@@ -90,7 +92,7 @@ def two_way(x: np.ndarray) -> tuple[float, float, float]:
     twice (conservative, and never negative). Two or three seeds say little of their own spread,
     and a spread that looks small by chance makes the test too sure; so the seeds' part is their
     ms_s moderated towards the spread the studies show (Smyth 2004): pooled with
-    N SEED_SPREAD^2 + ms_e worth PRIOR_DF degrees of freedom, or ms_s itself where that is larger
+    (1 + SEED_RATIO) ms_e worth PRIOR_DF degrees of freedom, or ms_s itself where that is larger
     (seeds that visibly spread more than the studies' are not talked down)."""
     seeds, items = x.shape
     mean = float(x.mean())
@@ -99,10 +101,12 @@ def two_way(x: np.ndarray) -> tuple[float, float, float]:
     ms_p = seeds * float(((by_item - mean) ** 2).sum()) / (items - 1)
     residual = x - by_seed[:, None] - by_item[None, :] + mean
     ms_e = float((residual**2).sum()) / ((seeds - 1) * (items - 1))
-    prior = items * SEED_SPREAD**2 + ms_e
+    prior = (1 + SEED_RATIO) * ms_e
     moderated = (PRIOR_DF * prior + (seeds - 1) * ms_s) / (PRIOR_DF + seeds - 1)
     seed_part, seed_df = (ms_s, seeds - 1) if ms_s > moderated else (moderated, PRIOR_DF + seeds - 1)
     total = seed_part + ms_p
+    if total <= 0:  # every seed changed every problem alike
+        return mean, 0.0, math.inf
     df = total**2 / (seed_part**2 / seed_df + ms_p**2 / (items - 1))
     return mean, total / (seeds * items), max(df, 1.0)
 
@@ -125,7 +129,8 @@ class Comparison:
     """What the noise counts: `SEEDS`, or `ONE_SEED` where the verdict is about this seed only."""
     seeds_needed: int | None = None
     """With one seed: the least seeds whose test would call `diff` beyond noise, were the seeds to
-    spread by `SEED_SPREAD` and the problems as this seed's do (None: more than `MAX_SEEDS`)."""
+    spread as the studies' do (`SEED_RATIO`) and the problems as this seed's (None: more than
+    `MAX_SEEDS`)."""
 
     @property
     def beyond_noise(self) -> bool:
@@ -156,6 +161,8 @@ def compare(mine: list[list[float]], theirs: list[list[float]]) -> Comparison | 
             seeds_needed=seeds_needed(diff, spread**2 / items, items),
         )
     diff, variance, df = two_way(x)
+    if variance == 0:
+        return Comparison(diff=diff, p=float(diff == 0), ci95=[diff, diff], detectable=0.0, covers=SEEDS)
     p = float(2 * stats.t.sf(abs(diff) / math.sqrt(variance), df))
     half = float(stats.t.ppf(0.975, df)) * math.sqrt(variance)
     return Comparison(diff=diff, p=p, ci95=[diff - half, diff + half], detectable=half, covers=SEEDS)
@@ -163,12 +170,15 @@ def compare(mine: list[list[float]], theirs: list[list[float]]) -> Comparison | 
 
 def planned_detectable(seeds: int, problems_variance: float, items: int) -> float:
     """The least difference `two_way`'s test of `seeds` seeds would call beyond noise, planned
-    before they run: SEED_SPREAD**2 / seeds for the seeds (PRIOR_DF + seeds - 1 df) and, of one
-    seed's `problems_variance` (the variance of its mean difference), SHARED_SHARE as it is and the
-    rest divided by the seeds (items - 1 df)."""
-    seed_part = SEED_SPREAD**2 / seeds
-    problems_part = problems_variance * (SHARED_SHARE + (1 - SHARED_SHARE) / seeds)
+    before they run from one seed's `problems_variance` (the variance of its mean difference):
+    of it, SHARED_SHARE repeats on every seed and the rest is residual, which more seeds average
+    (items - 1 df); the seeds' own part is SEED_RATIO times that residual (PRIOR_DF + seeds - 1 df)."""
+    residual = problems_variance * (1 - SHARED_SHARE)
+    seed_part = SEED_RATIO * residual / seeds
+    problems_part = problems_variance * SHARED_SHARE + residual / seeds
     total = seed_part + problems_part
+    if total <= 0:
+        return 0.0
     df = total**2 / (seed_part**2 / (PRIOR_DF + seeds - 1) + problems_part**2 / max(items - 1, 1))
     return float(stats.t.ppf(0.975, df)) * math.sqrt(total)
 
@@ -183,13 +193,16 @@ def seeds_needed(diff: float, problems_variance: float, items: int) -> int | Non
 def consistent(mine: list[list[float]], theirs: list[list[float]]) -> Comparison | None:
     """Two trainings of one config (a rerun and the published runs, seed by seed on the same
     problems): is their difference within what another trajectory makes it? With several seeds,
-    `compare`'s test; with one, the problems' noise plus SEED_SPREAD for the two trajectories (a
-    seed cannot measure its own), normal."""
+    `compare`'s test; with one, the problems' noise plus the seeds' part the studies show for it
+    (SEED_RATIO times its residual share: a seed cannot measure its own), normal."""
     result = compare(mine, theirs)
     if result is None or result.covers == SEEDS:
         return result
     x = solved_matrix(mine)[0] - solved_matrix(theirs)[0]
-    spread = math.sqrt(float(x.var(ddof=1)) / x.size + SEED_SPREAD**2) if x.size > 1 else SEED_SPREAD
+    problems_variance = float(x.var(ddof=1)) / x.size if x.size > 1 else 0.0
+    spread = math.sqrt(problems_variance * (1 + SEED_RATIO * (1 - SHARED_SHARE)))
+    if spread == 0:
+        return result
     half = 1.959963984540054 * spread
     return Comparison(
         diff=result.diff,

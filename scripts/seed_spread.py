@@ -1,13 +1,15 @@
 """How far seeds of one comparison spread beyond the noise of their shared problems, in the
-multi-seed studies published under results/studies: `harness.verdicts.SEED_SPREAD`.
+multi-seed studies published under results/studies: `harness.verdicts.SEED_RATIO`.
 
     python scripts/seed_spread.py
 
 For every comparison a leaderboard makes with two or more seeds (an algorithm against the suite's
 reference, and against its own start), X[seed, problem] = solved - solved; the seeds' variance
 component of its two-way ANOVA, max(ms_s - ms_e, 0) / N, is how much the seeds' accuracy
-differences vary beyond their problems' noise. Comparisons published in several studies count
-once. Prints each, then their root mean square; and beside it the share of a seed's problem-by-
+differences vary beyond their problems' noise; over the residual variance ms_e / N, it is the
+ratio SEED_RATIO (the seeds' spread in units of the problem-by-seed noise). Comparisons published
+in several studies count once. Prints each, the root mean square of the spread, and the ratio's
+mean; and beside it the share of a seed's problem-by-
 problem noise that repeats on every seed (which more seeds do not average away), and its mean:
 `harness.verdicts.SHARED_SHARE`.
 """
@@ -36,6 +38,19 @@ def seed_component(x: np.ndarray) -> float:
     ms_s = items * ((by_seed - mean) ** 2).sum() / (seeds - 1)
     ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
     return max(float(ms_s - ms_e), 0.0) / items
+
+
+def seed_ratio(x: np.ndarray) -> float | None:
+    """N max(ms_s - ms_e, 0) / ms_e: the seeds' variance over the residual's (None without residual)."""
+    seeds, items = x.shape
+    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
+    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
+    return seed_component(x) * items / ms_e if ms_e > 0 else None
+
+
+def ratio() -> float:
+    """The mean of `seed_ratio` over every comparison that has a residual."""
+    return float(np.mean([r for *_, x in comparisons() if (r := seed_ratio(x)) is not None]))
 
 
 def shared_share(x: np.ndarray) -> float:
@@ -90,7 +105,10 @@ def main() -> int:
             f"{where:45s} {algorithm:14s} vs {against:9s} {x.shape[0]:5d}  {math.sqrt(seed_component(x)):.4f}"
             f"  {shared_share(x):.2f}"
         )
-    print(f"seeds' spread, root mean square: {spread():.4f}; problems' shared share, mean: {shared():.2f}")
+    print(
+        f"seeds' spread, root mean square: {spread():.4f}; over the residual (SEED_RATIO), mean: {ratio():.2f}; "
+        f"problems' shared share (SHARED_SHARE), mean: {shared():.2f}"
+    )
     return 0
 
 

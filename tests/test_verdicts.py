@@ -14,7 +14,7 @@ from harness.verdicts import (
     MAX_SEEDS,
     ONE_SEED,
     PRIOR_DF,
-    SEED_SPREAD,
+    SEED_RATIO,
     SEEDS,
     SHARED_SHARE,
     compare,
@@ -46,7 +46,7 @@ def test_the_two_way_variance_is_the_seeds_and_the_problems_mean_squares_worked_
     ms_e = sum((x[s][i] - seed_means[s] - item_means[i] + grand) ** 2 for s in range(S) for i in range(N)) / (
         (S - 1) * (N - 1)
     )
-    moderated = (PRIOR_DF * (N * SEED_SPREAD**2 + ms_e) + (S - 1) * ms_s) / (PRIOR_DF + S - 1)
+    moderated = (PRIOR_DF * (1 + SEED_RATIO) * ms_e + (S - 1) * ms_s) / (PRIOR_DF + S - 1)
     seed_part, seed_df = (ms_s, S - 1) if ms_s > moderated else (moderated, PRIOR_DF + S - 1)
     df = (seed_part + ms_p) ** 2 / (seed_part**2 / seed_df + ms_p**2 / (N - 1))
     mean, variance, got_df = two_way(x)
@@ -56,7 +56,7 @@ def test_the_two_way_variance_is_the_seeds_and_the_problems_mean_squares_worked_
 
 
 def test_seeds_that_spread_more_than_the_studies_keep_their_own_spread_and_its_few_df():
-    # every problem alike within a seed; the seeds' means 0.0, 0.2, 0.4: far beyond SEED_SPREAD
+    # every problem alike within a seed; the seeds' means 0.0, 0.2, 0.4: no residual, so no prior
     x = np.repeat(np.array([[0.0], [0.2], [0.4]]), 50, axis=1)
     x[:, :10] += 0.0  # the same on every problem: no problem effect, no residual
     mean, variance, df = two_way(x)
@@ -93,8 +93,9 @@ def test_seeds_needed_is_the_least_count_whose_test_calls_the_difference():
     assert needed is not None and 2 <= needed <= MAX_SEEDS
 
     def called(count):  # the planned variance of `count` seeds, worked out here
-        seed_part = SEED_SPREAD**2 / count
-        problems_part = problems_variance * SHARED_SHARE + problems_variance * (1 - SHARED_SHARE) / count
+        residual = problems_variance * (1 - SHARED_SHARE)
+        seed_part = SEED_RATIO * residual / count
+        problems_part = problems_variance * SHARED_SHARE + residual / count
         total = seed_part + problems_part
         df = total**2 / (seed_part**2 / (PRIOR_DF + count - 1) + problems_part**2 / (items - 1))
         return 0.02 > stats.t.ppf(0.975, df) * math.sqrt(total)
@@ -106,7 +107,7 @@ def test_seeds_needed_is_the_least_count_whose_test_calls_the_difference():
 
 def test_the_planning_figures_are_what_the_published_studies_show():
     studies = script("seed_spread")
-    assert SEED_SPREAD == pytest.approx(studies.spread(), abs=0.0015)
+    assert SEED_RATIO == pytest.approx(studies.ratio(), abs=0.05)
     assert SHARED_SHARE == pytest.approx(studies.shared(), abs=0.05)
 
 
