@@ -90,19 +90,19 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
         seeds = len({r.seed for r in runs if r.suite is suite})  # those selected to run
         line = f"[{suite.name}] held-out: {size} problems x {seeds} seed{'s' * (seeds > 1)}; "
         if seeds == 1:
-            best, typical = least_detectable(size, 0.0), least_detectable(size, 0.2)
+            best, least = least_detectable(size, 0.0), least_detectable(size, 0.2)
             line += (
                 f"the least gain a paired test can call beyond this seed's noise is {best:.1%} with no problem changing "
-                f"the other way, {typical:.1%} with a fifth of them changing; a verdict on the algorithm counts the "
+                f"the other way, {least:.1%} with a fifth of them changing; a verdict on the algorithm counts the "
                 f"training's noise too and needs seeds: with 3, about {planned_detectable(3, 0.2 / size, size):.1%}"
             )
         else:
-            best = typical = planned_detectable(seeds, 0.2 / size, size)
+            least = planned_detectable(seeds, 0.2 / size, size)
             line += (
                 "the least gain a verdict counting seeds and problems can call beyond noise, were the seeds to spread "
-                f"as the studies' do, is about {typical:.1%} with a fifth of the problems changing"
+                f"as the studies' do, is about {least:.1%} with a fifth of the problems changing"
             )
-        if max(best, typical) > TOO_COARSE:
+        if least > TOO_COARSE:
             line = (
                 f"warning: {line}: this suite cannot detect less than {TOO_COARSE:.0%}; raise the task's eval_size "
                 "(or evaluation.limit) or the seeds"

@@ -83,6 +83,17 @@ def paired_higher(pairs: list[tuple[list[float], list[float]]]) -> bool:
     return sum(sum(m) - sum(b) for m, b in pairs) > 0
 
 
+def mean_squares(x: np.ndarray) -> tuple[float, float, float]:
+    """The two-way ANOVA mean squares of X[seed, problem]: seeds' (S - 1 df), problems' (N - 1 df)
+    and the residual's ((S - 1)(N - 1) df)."""
+    seeds, items = x.shape
+    mean, by_seed, by_item = float(x.mean()), x.mean(1), x.mean(0)
+    ms_s = items * float(((by_seed - mean) ** 2).sum()) / (seeds - 1)
+    ms_p = seeds * float(((by_item - mean) ** 2).sum()) / (items - 1)
+    residual = x - by_seed[:, None] - by_item[None, :] + mean
+    return ms_s, ms_p, float((residual**2).sum()) / ((seeds - 1) * (items - 1))
+
+
 def two_way(x: np.ndarray) -> tuple[float, float, float]:
     """The mean of X[seed, problem], its variance counting seeds and problems as random, and that
     variance's degrees of freedom (Satterthwaite's, at least 1).
@@ -96,11 +107,7 @@ def two_way(x: np.ndarray) -> tuple[float, float, float]:
     (seeds that visibly spread more than the studies' are not talked down)."""
     seeds, items = x.shape
     mean = float(x.mean())
-    by_seed, by_item = x.mean(1), x.mean(0)
-    ms_s = items * float(((by_seed - mean) ** 2).sum()) / (seeds - 1)
-    ms_p = seeds * float(((by_item - mean) ** 2).sum()) / (items - 1)
-    residual = x - by_seed[:, None] - by_item[None, :] + mean
-    ms_e = float((residual**2).sum()) / ((seeds - 1) * (items - 1))
+    ms_s, ms_p, ms_e = mean_squares(x)
     prior = (1 + SEED_RATIO) * ms_e
     moderated = (PRIOR_DF * prior + (seeds - 1) * ms_s) / (PRIOR_DF + seeds - 1)
     seed_part, seed_df = (ms_s, seeds - 1) if ms_s > moderated else (moderated, PRIOR_DF + seeds - 1)

@@ -28,24 +28,19 @@ sys.path.insert(0, str(ROOT))
 
 from harness.leaderboard import run_table  # noqa: E402
 from harness.records import load_runs, suite_folders  # noqa: E402
-from harness.verdicts import solved_matrix  # noqa: E402
+from harness.verdicts import mean_squares, solved_matrix  # noqa: E402
 
 
 def seed_component(x: np.ndarray) -> float:
     """max(ms_s - ms_e, 0) / N of X[seed, problem]: the seeds' variance beyond the problems'."""
-    seeds, items = x.shape
-    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
-    ms_s = items * ((by_seed - mean) ** 2).sum() / (seeds - 1)
-    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
-    return max(float(ms_s - ms_e), 0.0) / items
+    ms_s, _, ms_e = mean_squares(x)
+    return max(ms_s - ms_e, 0.0) / x.shape[1]
 
 
 def seed_ratio(x: np.ndarray) -> float | None:
     """N max(ms_s - ms_e, 0) / ms_e: the seeds' variance over the residual's (None without residual)."""
-    seeds, items = x.shape
-    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
-    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
-    return seed_component(x) * items / ms_e if ms_e > 0 else None
+    ms_s, _, ms_e = mean_squares(x)
+    return max(ms_s - ms_e, 0.0) / ms_e if ms_e > 0 else None
 
 
 def ratio() -> float:
@@ -56,11 +51,8 @@ def ratio() -> float:
 def shared_share(x: np.ndarray) -> float:
     """Of one seed's problem-by-problem variance, the share that repeats on every seed (the
     problems' component of the two-way ANOVA, max(ms_p - ms_e, 0) / S, over it plus ms_e)."""
-    seeds, items = x.shape
-    mean, by_seed, by_item = x.mean(), x.mean(1), x.mean(0)
-    ms_p = seeds * ((by_item - mean) ** 2).sum() / (items - 1)
-    ms_e = ((x - by_seed[:, None] - by_item[None, :] + mean) ** 2).sum() / ((seeds - 1) * (items - 1))
-    shared = max(float(ms_p - ms_e), 0.0) / seeds
+    _, ms_p, ms_e = mean_squares(x)
+    shared = max(ms_p - ms_e, 0.0) / x.shape[0]
     return shared / (shared + ms_e) if shared + ms_e > 0 else 0.0
 
 

@@ -58,7 +58,6 @@ def test_the_two_way_variance_is_the_seeds_and_the_problems_mean_squares_worked_
 def test_seeds_that_spread_more_than_the_studies_keep_their_own_spread_and_its_few_df():
     # every problem alike within a seed; the seeds' means 0.0, 0.2, 0.4: no residual, so no prior
     x = np.repeat(np.array([[0.0], [0.2], [0.4]]), 50, axis=1)
-    x[:, :10] += 0.0  # the same on every problem: no problem effect, no residual
     mean, variance, df = two_way(x)
     assert mean == pytest.approx(0.2)
     assert variance == pytest.approx(np.var([0.0, 0.2, 0.4], ddof=1) / 3)  # the seeds' own: t over seeds
