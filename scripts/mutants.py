@@ -29,7 +29,7 @@ ALGORITHMS = [
 ]
 TRAINING = ["tests/test_e2e.py", "tests/test_temperature.py"]
 ENGINE = ["tests/test_engine.py"]
-BOARD = ["tests/test_leaderboard.py"]
+BOARD = ["tests/test_leaderboard.py", "tests/test_verdicts.py"]
 TASKS = ["tests/test_math.py", "tests/test_code.py", "tests/test_feedback.py"]
 STDIO = ["tests/test_sandbox_stdio.py", "tests/test_code_files.py"]
 NAMESPACE = ["tests/test_sandbox_namespace.py"]
@@ -553,10 +553,24 @@ MUTANTS = [
         BOARD + TRAINING,
     ),
     (
-        "leaderboard: one-sided McNemar",
-        "harness/leaderboard.py",
+        "verdicts: one-sided McNemar",
+        "harness/verdicts.py",
         "stats.binomtest(only_mine, only_mine + only_theirs, 0.5).pvalue",
         'stats.binomtest(only_mine, only_mine + only_theirs, 0.5, alternative="greater").pvalue',
+        BOARD,
+    ),
+    (
+        "verdicts: the seeds' spread taken at its word (no prior)",
+        "harness/verdicts.py",
+        "    prior = (1 + SEED_RATIO) * ms_e",
+        "    prior = 0.0 * ms_e",
+        BOARD,
+    ),
+    (
+        "verdicts: the problems' noise left out of the two-way variance",
+        "harness/verdicts.py",
+        "    total = seed_part + ms_p\n",
+        "    total = seed_part + 0.0 * ms_p\n",
         BOARD,
     ),
     (
@@ -765,8 +779,8 @@ MUTANTS = [
         ENGINE_PIN,
     ),
     (
-        "pin: leaderboard: detectable difference splits odd noise the other way",
-        "harness/leaderboard.py",
+        "pin: verdicts: detectable difference splits odd noise the other way",
+        "harness/verdicts.py",
         "stats.binomtest(math.ceil(discordant / 2) + extra",
         "stats.binomtest(discordant // 2 + extra",
         BOARD_PIN,
@@ -1847,8 +1861,9 @@ MUTANTS = [
 
 def scratch_copy() -> Path:
     """The working tree as git sees it (tracked files, and new ones it does not ignore) in a scratch
-    folder (runs/ and caches left behind, and of results/ only the records' summaries, runs.json,
-    which tests/test_leaderboard.py checks against the configs)."""
+    folder (runs/ and caches left behind, and of results/ only the compact records: runs.json, which
+    tests/test_leaderboard.py checks against the configs, and the studies' records, from which
+    tests/test_verdicts.py measures its planning figures)."""
     folder = Path(tempfile.mkdtemp(prefix="mutants-"))
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
@@ -1858,7 +1873,8 @@ def scratch_copy() -> Path:
         check=True,
     ).stdout.split()
     for name in files:
-        published = name.startswith("results/") and not name.endswith("/runs.json")
+        records = name.endswith(("/runs.json", "/steps.parquet", "/evaluations.parquet"))
+        published = name.startswith("results/") and not records
         if published or not (ROOT / name).is_file():  # a tracked file deleted here
             continue
         target = folder / name
