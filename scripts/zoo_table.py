@@ -31,7 +31,7 @@ COLUMNS = (
     "held out, before -> after",
     "gain, 95% CI over seeds",
     "own gain p",
-    "vs GRPO (McNemar, pooled)",
+    "vs GRPO (seeds and problems)",
     "wall-clock s",
     "speedup over GRPO",
     "load a core",
