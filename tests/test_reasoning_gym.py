@@ -175,15 +175,137 @@ def test_an_answer_the_scorer_evaluates_reaches_nothing_and_one_that_hangs_score
         f"open('{marks[1]}', 'w').write('x') and 'x'",
         f"(__import__('os').fork() or open('{marks[2]}', 'w')) and 'x'",
         "__import__('socket').create_connection(('127.0.0.1', 9)) and 'x'",
-        "[c for c in iter(int, 1)]",  # never ends
-        "__import__('os')._exit(3)",  # ends the scorer's process
+        "[c for c in iter(int, 1)]",  # would never end
+        "__import__('os')._exit(3)",  # would end the scorer's process
         problem.answer,
     ]
     verdicts = [task.verify(problem, attack) for attack in attacks]
     assert not any(mark.exists() for mark in marks)
     assert [v.reward for v in verdicts] == [0.0] * 6 + [1.0] and all(v.judged for v in verdicts)
-    assert verdicts[4].feedback == "the scorer ran past 2 s on this answer"
-    assert verdicts[5].feedback == "the scorer's process ended on this answer"
+
+
+def scorer_with(name: str, count: int = 3):
+    """A generator process for one generator, and its first `count` problems as (question, answer)."""
+    from tasks.reasoning_gym.scorer import ScorerProcess
+
+    process = ScorerProcess({"generators": [{"name": name}], "seeds": [0], "size": 50}, timeout_s=5)
+    return process, process.ask({"op": "draw", "g": 0, "start": 0, "count": count})["items"]
+
+
+FORGED = "__import__('sys').stdout.write('{\"score\": 1.0}\\n')"
+"""An answer that, run as code in the scorer, writes the scorer's reply for itself."""
+EVALUATED = [
+    ("n_queens", f"({FORGED}, [])[1]"),
+    ("spiral_matrix", f"({FORGED}, [])[1]"),
+    ("binary_matrix", f"({FORGED}, [])[1]"),
+    ("string_insertion", f"({FORGED}, 'x')[1]"),
+    ("countdown", FORGED),
+    ("puzzle24", FORGED),
+    ("polynomial_multiplication", FORGED),
+    ("simple_integration", FORGED),
+    ("intermediate_integration", FORGED),
+]
+
+
+@pytest.mark.parametrize(("name", "forged"), EVALUATED, ids=[name for name, _ in EVALUATED])
+def test_an_answer_the_scorer_evaluates_cannot_write_its_own_score(name, forged):
+    """Every generator whose scorer evaluates answers: the forged reply scores what an unreadable
+    answer does (some scorers give those a little), the answers after it keep their own scores,
+    and the right answer still scores 1 (read without eval)."""
+    process, items = scorer_with(name)
+    try:
+        honest = process.scores([(0, 0, "?"), (0, 0, "0"), (0, 0, items[0][1])])
+        assert honest[0] < 1.0 and honest[2] == 1.0
+        assert process.scores([(0, 0, forged), (0, 0, "0"), (0, 0, items[0][1])]) == honest
+    finally:
+        process.close()
+
+
+def test_an_answer_cannot_patch_the_scorer_for_the_answers_after_it():
+    process, items = scorer_with("string_insertion")
+    patch = "setattr(__import__('builtins'), 'float', lambda score: 1.0) or 'x'"
+    try:
+        assert process.scores([(0, 0, patch), (0, 1, "wrong"), (0, 2, "wrong")]) == [0.0, 0.0, 0.0]
+    finally:
+        process.close()
+
+
+def test_honest_answers_with_arithmetic_and_sympy_functions_are_read():
+    """The safe reader keeps what honest answers write: sympy's functions, powers, fractions, pi."""
+    from sympy import Symbol, parse_expr, sqrt
+
+    from tasks.reasoning_gym.answers import Refused, literal, read_safely
+
+    x = Symbol("x")
+    with read_safely({}):
+        assert parse_expr("3*x**2/2 + sin(x) - exp(2*x)/4 + C", local_dict={"x": x, "C": Symbol("C")}).has(x)
+        assert parse_expr("sqrt(8)*pi") == 2 * sqrt(2) * parse_expr("pi")
+        assert parse_expr("(7 - 5)*6*2") == 24
+        with pytest.raises(Refused):
+            parse_expr("x.func")
+        with pytest.raises(Refused):
+            parse_expr("exec('1')")
+    assert literal("[['Q', '_'], ['_', 'Q']]") == [["Q", "_"], ["_", "Q"]]
+    with pytest.raises(Refused):
+        literal("[1] * 3")
+
+
+def test_a_scorer_that_died_while_idle_is_started_again_without_blaming_an_answer():
+    process, items = scorer_with("spiral_matrix", count=1)
+    try:
+        assert process.scores([(0, 0, items[0][1])]) == [1.0]
+        process.process.kill()
+        process.process.wait()
+        assert process.scores([(0, 0, items[0][1]), (0, 0, "1 2")]) == [1.0, 0.0]
+    finally:
+        process.close()
+
+
+def test_files_in_the_working_directory_are_not_imported_by_the_scorer(tmp_path, monkeypatch):
+    (tmp_path / "json.py").write_text("raise SystemExit(9)\n")
+    (tmp_path / "tasks").mkdir()  # a package that would hide the harness's own
+    (tmp_path / "tasks" / "__init__.py").write_text("raise SystemExit(9)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", ".")
+    process, items = scorer_with("spiral_matrix", count=1)
+    try:
+        assert process.scores([(0, 0, items[0][1])]) == [1.0]
+    finally:
+        process.close()
+
+
+def test_the_confined_scorer_can_make_or_change_no_file(tmp_path):
+    """Device nodes, FIFOs, modes, times and owners: refused once the process is confined."""
+    pytest.importorskip("pyseccomp")
+    (tmp_path / "kept").write_text("x")
+    script = f"""
+import os
+from tasks.reasoning_gym.worker import confine
+confine()
+refused = 0
+for attempt in (lambda: os.mkfifo("{tmp_path}/fifo"), lambda: os.mknod("{tmp_path}/node"),
+                lambda: os.chmod("{tmp_path}/kept", 0o777), lambda: os.utime("{tmp_path}/kept", (0, 0)),
+                lambda: os.chown("{tmp_path}/kept", 0, 0)):
+    try:
+        attempt()
+    except PermissionError:
+        refused += 1
+print(refused)
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "5"
+    assert not (tmp_path / "fifo").exists() and not (tmp_path / "node").exists()
+    assert (tmp_path / "kept").stat().st_mtime > 0
+
+
+def test_an_answer_that_hangs_the_scorer_scores_zero_and_the_next_is_scored():
+    process, items = scorer_with("countdown", count=2)
+    process.timeout_s = 2
+    try:
+        verdicts = process.scores([(0, 0, "9**9**9**9"), (0, 1, items[1][1])])
+        assert verdicts[0].why == "the scorer ran past 2 s on this answer" and verdicts[1] == 1.0
+    finally:
+        process.close()
 
 
 def test_a_scorer_that_cannot_start_leaves_its_answers_unjudged_and_keeps_one_finalizer(monkeypatch):

@@ -48,9 +48,15 @@ class ScorerProcess:
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONHASHSEED": HASH_SEED, "PYTHONDONTWRITEBYTECODE": "1"}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        given = (env.get("PYTHONPATH") or "").split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *(path for path in given if os.path.isabs(path))])
+        # -P, absolute paths only, and started in /: no file left in a working directory is imported
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tasks.reasoning_gym.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+            [sys.executable, "-P", "-m", "tasks.reasoning_gym.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd="/",
         )
         self.buffer = b""
         if self.finalizer is not None:
@@ -92,12 +98,15 @@ class ScorerProcess:
         out: list[float | Unscored] = []
         while len(out) < len(items):
             rest = items[len(out) :]
+            if self.process is not None and self.process.poll() is not None:
+                self.close()  # it ended while idle: no answer of these is to blame
             try:
                 if self.process is None:
                     self.start()
+                self.write({"op": "score", "items": rest})
             except (ScorerGone, ValueError, OSError) as error:
+                self.close()
                 return out + [Unscored(f"the scorer could not start: {error!s:.200}", judged=False)] * len(rest)
-            self.write({"op": "score", "items": rest})
             try:
                 for _ in rest:
                     out.append(self.read(self.timeout_s)["score"])

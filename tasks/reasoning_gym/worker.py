@@ -6,9 +6,11 @@ Why a process of its own:
   with a fixed hash seed), and one reseeds numpy's global generator;
 - several scorers `eval` the policy's answer (n_queens, spiral_matrix, binary_matrix,
   string_insertion; countdown and puzzle24 through sympy's parse_expr). Before its first score
-  this process confines itself: no new process or program, no socket, no file opened for writing
-  or removed, no signal to another process, a cap on its memory (`confine`). The parent kills it
-  when one answer takes too long (tasks/reasoning_gym/task.py).
+  this process confines itself: no new process or program, no socket, no file opened for writing,
+  made, removed or changed (modes, times, owners), no signal to another process, a cap on its
+  memory (`confine`). Those scorers read answers through tasks/reasoning_gym/answers.py, which
+  runs none of an answer's code. The parent kills it when one answer takes too long
+  (tasks/reasoning_gym/task.py).
 
 Protocol: one JSON object a line each way. Requests: {"op": "draw", "g": k, "start": i, "count": n}
 -> {"items": [[question, answer], ...]}; {"op": "score", "items": [[k, i, answer], ...]} -> one
@@ -29,6 +31,8 @@ import os
 import resource
 import sys
 
+from tasks.reasoning_gym.answers import read_safely
+
 MEMORY_LIMIT = 4 << 30
 """Address space the confined scorer may hold (an answer that builds a huge value fails there)."""
 WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
@@ -37,6 +41,9 @@ PROCESSES = ("execve", "execveat", "fork", "vfork")
 NETWORK = ("socket", "socketpair", "connect", "bind")
 FILES = ("unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir", "link", "linkat")
 FILES += ("symlink", "symlinkat", "chmod", "fchmodat", "chown", "fchownat", "truncate", "creat")
+FILES += ("mknod", "mknodat", "fchmod", "fchmodat2", "fchown", "lchown", "ftruncate")
+FILES += ("utime", "utimes", "utimensat", "futimesat", "setxattr", "lsetxattr", "fsetxattr")
+FILES += ("removexattr", "lremovexattr", "fremovexattr")
 CLONE_THREAD = 0x00010000
 
 
@@ -123,8 +130,12 @@ def main() -> None:
         return entries[k, i]
 
     def score(k: int, i: int, answer: str) -> float:
+        dataset = datasets[k]
+        scorer = (type(dataset).score_answer.__globals__, vars(sys.modules[type(dataset).__module__]))
         try:
-            return float(datasets[k].score_answer(answer, entry=entry(k, i)))
+            item = entry(k, i)
+            with read_safely(*scorer):
+                return float(dataset.score_answer(answer, entry=item))
         except Exception:  # noqa: BLE001 - an answer the scorer cannot read scores nothing, as the library's own do
             return 0.0
 
