@@ -146,3 +146,27 @@ def test_the_output_rule_tokens_alike_and_numbers_within_the_tolerance_absolute_
     # two integers are equal or not, whatever the tolerance; an integer and a decimal compare as numbers
     assert not same_output("1000000000001", "1000000000000", 1e-6)
     assert same_output("+12", "12", 1e-6) and same_output("3.0000001", "3", 1e-6)
+
+
+STOPS_ITS_CLOCK = """import os, signal, sys, time
+timer = os.getppid()  # the process that times this case
+os.kill(timer, signal.SIGSTOP)
+time.sleep({sleep})
+print(1)
+sys.stdout.flush()
+if os.fork() == 0:  # resumes it once this script has ended, so that it finds the script done
+    time.sleep(0.1)
+    os.kill(timer, signal.SIGCONT)
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_script_that_pauses_the_process_timing_it_still_times_out(contained, partial):
+    """The case is timed by the judge, which the program cannot signal: stopping the candidate,
+    running 2.5 limits and resuming it is a timeout; the same script within its limit passes."""
+    cases = StdioCases(("",), ("1",), case_timeout_s=0.4, partial=partial)
+    assert judged(contained, STOPS_ITS_CLOCK.format(sleep=1.0), cases) == Verdict(
+        0.0, "case 1 of 1: timed out after 0.4 s"
+    )
+    assert judged(contained, STOPS_ITS_CLOCK.format(sleep=0.05), cases) == PASSED

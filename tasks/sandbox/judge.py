@@ -12,6 +12,7 @@ import json
 import os
 import select
 import signal
+import time
 
 from .candidate import CALLBACK, FACTORIES, HANDLE
 from .kernel import (
@@ -22,6 +23,9 @@ from .kernel import (
     _oom_kills,
 )
 
+CASE_OVERHEAD_S = 0.25
+"""What the candidate's own work around one stdio case (input, fork, output) may add to the case's
+limit as the judge times it: milliseconds alone, a scheduler's delay on a loaded machine."""
 MESSAGE_LIMIT = 2000  # the harness truncates further; this only bounds the record's size
 
 
@@ -501,7 +505,10 @@ def _judge_cases(cases, call, ended, exception_name, at_line, write_record, fini
     tolerance, partial, total = cases["float_tolerance"], cases["partial"], len(inputs)
     passed, first = 0, None
     for number, (given, expected) in enumerate(zip(inputs, outputs), 1):
+        start = time.monotonic()
         answer = call(("stdin", given, limit_s))
+        if answer is not None and time.monotonic() - start > limit_s + CASE_OVERHEAD_S:
+            answer = {"timeout": 1}  # timed here: the program can pause the candidate's clock, not ours
         if answer is None:
             kind, what = "exit", f"the program's process ended ({ended()})"
         elif "stdout" in answer:
