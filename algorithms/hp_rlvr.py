@@ -31,7 +31,7 @@ from torch import Tensor
 
 from algorithms.base import RLVRModule
 from rollout import distributed
-from rollout.batch import Rollouts, left_padded, position_ids, solved
+from rollout.batch import Rollouts, as_text, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
 from rollout.ranges import NonNegativeFloat, PositiveFloat, PositiveInt, Range, UnitInterval, check_fields
 from rollout.scoring import masked_mean
@@ -194,7 +194,7 @@ def render_block(
         future = future[:-1]  # "it ended" is no information; an EOS mid-sequence would be noise
     if len(future) > template.max_future_tokens:
         future = future[: template.max_future_tokens] + encode(template.truncated)
-    verdict = [] if feedback is None else encode(template.feedback + feedback)
+    verdict = [] if feedback is None else encode(template.feedback + as_text(feedback, tokenizer))
     return encode(template.open) + future + verdict + encode(template.close)
 
 
@@ -203,6 +203,7 @@ def hindsight_views(
 ) -> HindsightBatch:
     rows, spans, causal, hindsight, segment_of = [], [], [], [], []
     said = [block_feedback(v, feedback) for v in rollouts.verdicts]
+    said = [None if f is None else as_text(f, tokenizer) for f in said]
     # Every rollout's feedback (and the template's pieces) tokenized in one call: one call per
     # text cost more than the rest of building the views (~80 us each on a 32-rollout step).
     texts = list(

@@ -69,7 +69,7 @@ from torch import Tensor
 from algorithms.grpo import GRPO
 from algorithms.hp_rlvr import completion_tokens, corrected_targets, next_token_hidden, slip_of
 from algorithms.settings import GroupSize
-from rollout.batch import Rollouts, left_padded, position_ids, solved
+from rollout.batch import Rollouts, as_text, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
 from rollout.ranges import PositiveFloat, PositiveInt, Probability, Range, UnitInterval, check_fields
 from rollout.scoring import token_logprobs
@@ -178,7 +178,8 @@ def teacher_views(
         if (solution is not None or feedback) and has_tokens[i]:
             shown = None if solution is None else rollouts.completions[solution]
             chosen.append(i)
-            texts.append(render_context(reprompt, shown, rollouts.verdicts[i].feedback if feedback else None))
+            said = as_text(rollouts.verdicts[i].feedback, tokenizer) if feedback else None
+            texts.append(render_context(reprompt, shown, said))
     if not chosen:
         return None
     blocks = tokenizer(texts, add_special_tokens=False).input_ids  # one call for the step

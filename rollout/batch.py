@@ -5,6 +5,7 @@ problem and verdict types that travel with it, and left padding."""
 
 from __future__ import annotations
 
+import unicodedata
 from array import array
 from dataclasses import dataclass, field, replace
 from typing import Sequence
@@ -23,8 +24,10 @@ class Verdict:
     reward: float
     feedback: str
     """Untrusted text (a program's value may be quoted in it): made valid UTF-8 text (a lone
-    surrogate becomes '?') and cut to FEEDBACK_LIMIT here, so no tokenizer, record or hindsight
-    block that takes it can fail on it."""
+    surrogate becomes '?'), with no control or format character but newline and tab (each
+    becomes '?'), and cut to FEEDBACK_LIMIT here, so no tokenizer, record or hindsight block that
+    takes it can fail on it or be steered by it. Where it is tokenized, `as_text` keeps a special
+    token's string in it from becoming that token."""
     judged: bool = True
     """False where the verifier itself failed (its sandbox, an environment), not the rollout: the
     reward then means nothing. Such a rollout's group is left out of the update (`trainable`) and
@@ -34,10 +37,23 @@ class Verdict:
         if type(self.feedback) is not str:
             raise TypeError(f"feedback: must be text (got {type(self.feedback).__name__})")
         text = self.feedback.encode("utf-8", "replace").decode("utf-8")
+        if not text.isprintable():  # control and format characters (escapes, bidi overrides) become '?'
+            text = "".join(c if c in "\n\t" or unicodedata.category(c)[0] != "C" else "?" for c in text)
         if len(text) > FEEDBACK_LIMIT:
             text = text[: FEEDBACK_LIMIT - 3] + "..."
         if text != self.feedback:
             object.__setattr__(self, "feedback", text)
+
+
+def as_text(text: str, tokenizer) -> str:
+    """`text` with every special token's string (end-of-text, pad, chat markers) taken out, so
+    that it tokenizes as the text it is: untrusted text quoted in a context must not end or
+    restructure it."""
+    specials = [s for s in tokenizer.all_special_tokens if s]
+    while any(s in text for s in specials):  # until none is left: removing one may join another
+        for s in specials:
+            text = text.replace(s, "")
+    return text
 
 
 def solved(reward):

@@ -186,3 +186,19 @@ def test_a_partial_score_is_no_pass_for_pass_at_k_the_paired_test_or_the_outcome
     assert paired_p([[1.0] * 7], [[1.0] + [0.0] * 6]) == pytest.approx(2 / 2**6)
     assert block_feedback(Verdict(2 / 3, "case 3 of 3: wrong answer"), "outcome") == "failure"
     assert block_feedback(Verdict(1.0, "all tests passed"), "outcome") == "success"
+
+
+def test_feedback_is_plain_text_without_control_or_format_characters():
+    """Program-chosen text quoted in feedback (a class name, a test's message) cannot carry
+    escapes or bidi overrides into a record or a hindsight block; newline and tab stay."""
+    said = Verdict(0.0, "Foo\x1b[2J\x00\u202ebar\nline\tcell\x7f").feedback
+    assert said == "Foo?[2J??bar\nline\tcell?"
+    assert Verdict(1.0, "all tests passed").feedback == "all tests passed"
+
+
+def test_special_token_text_in_feedback_stays_text_in_the_hindsight_block():
+    tokenizer, template = build_tokenizer(), HindsightTemplate()
+    quoted = f"failed: assert f(1) == 2 (got '{tokenizer.eos_token}{tokenizer.pad_token}<|end<|pad|>oftext|>')"
+    block = render_block(tokenizer, template, tokenizer(" 1", add_special_tokens=False).input_ids, quoted)
+    assert not set(block) & set(tokenizer.all_special_ids)
+    assert "failed: assert f(1) == 2 (got '')" in tokenizer.decode(block)

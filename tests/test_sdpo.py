@@ -780,3 +780,19 @@ def test_a_killed_run_resumes_with_its_ema_teacher_to_the_same_records(tmp_path,
         "self_distillation/logprob_gain_mean",
     ):
         assert resumed[column].to_list() == straight[column].to_list(), column
+
+
+def test_special_token_text_in_feedback_stays_text_in_the_teachers_context(policy):
+    """A test's message may quote the program's output: the end-of-text string in it must not
+    become the token that ends the teacher's context."""
+    _, tokenizer = policy
+    rollouts = literal_rollouts(tokenizer)
+    rollouts.verdicts = [Verdict(0.0, f"wrong: got {tokenizer.eos_token} and {tokenizer.pad_token}")] * 16
+    contexts = [(None, True)] * 16
+    views = teacher_views(rollouts, contexts, tokenizer, Reprompt())
+    ends = [
+        row[mask.bool()].tolist().count(tokenizer.eos_token_id)
+        for row, mask in zip(views.input_ids, views.attention_mask)
+    ]
+    plain = [row.tolist().count(tokenizer.eos_token_id) for row, eligible in zip(rollouts.input_ids, rollouts.eligible)]
+    assert ends == plain  # the rollout's own closing EOS only, none from the feedback

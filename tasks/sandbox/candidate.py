@@ -169,7 +169,9 @@ def _standard(value, kind, depth, iterators):
             + _items(value, depth, iterators)
             + "]]"
         )
-    if iterators and (kind in ITERATORS or (itertools is not None and kind.__module__ == "itertools")):
+    if iterators and (
+        kind in ITERATORS or (itertools is not None and getattr(kind, "__module__", None) == "itertools")
+    ):
         items = []
         try:
             for item in value:

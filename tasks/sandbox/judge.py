@@ -448,7 +448,8 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
         return result_of(answered(body), label, args, kwargs, stop)
 
     def remote(number, kind_name):
-        return Remote(number, kind_name, ask)
+        # a class is named in feedback only where the tests name it: never text the program chose
+        return Remote(number, kind_name if kind_name in wanted else None, ask)
 
     def proxy_for(name, is_class=False):
         def proxy(*args, **kwargs):
@@ -595,11 +596,13 @@ class Remote:
     stand-in it is unequal, unordered, so a program's object never decides a comparison with a
     value of the judge's (the always-equal object)."""
 
-    __slots__ = ("_remote_id", "_remote_kind", "_remote_ask")
+    __slots__ = ("_remote_id", "_remote_kind", "_remote_named", "_remote_ask")
 
     def __init__(self, number, kind, ask):
+        """`kind`: the class's name where the tests name that class, else None ("object")."""
         object.__setattr__(self, "_remote_id", number)
         object.__setattr__(self, "_remote_kind", kind if type(kind) is str else "object")
+        object.__setattr__(self, "_remote_named", type(kind) is str)
         object.__setattr__(self, "_remote_ask", ask)
 
     def __getattr__(self, name):
@@ -621,11 +624,28 @@ class Remote:
     def __next__(self):
         return _operation("next", self, stop=True)
 
+    def __contains__(self, item):
+        """Membership as the program defines it for a class the tests name (`"a" in trie`);
+        otherwise Python's own rule over the object's items, compared here, so that an object
+        the program returned cannot answer yes to everything (as it cannot equal everything)."""
+        if self._remote_named:
+            return bool(_operation("contains", self, item))
+        return any(element is item or element == item for element in self)
+
 
 def _operation(name, *operands, stop=False):
-    """Python's operator `name` applied to `operands` in the candidate (one of them a Remote)."""
+    """Python's operator `name` applied to `operands` in the candidate (one of them a Remote).
+    A value of the tests' goes with it only to an object of a class the tests name: an object the
+    program returned on its own never sees what the tests hold (`abs(r - expected)` would hand
+    it the expected value)."""
     first = next(o for o in operands if type(o) is Remote)
     label = f"{first._remote_kind} ({name})"
+    if any(type(o) is Remote and not o._remote_named for o in operands) and any(
+        type(o) is not Remote for o in operands
+    ):
+        error = TypeError(f"{label}: a value of the tests' is not given to an object of a class they do not name")
+        error.judge_says = str(error)
+        raise error
     return first._remote_ask("op", name, operands, label=label, stop=stop)
 
 
@@ -652,7 +672,7 @@ def _add_operators():
         setattr(Remote, f"__r{name}__", reflected(name + "_"))
     for name in ("neg", "pos", "invert", "abs", "len", "hash", "int", "float", "index", "str", "repr"):
         setattr(Remote, f"__{name}__", forward(name))
-    for name in ("contains", "getitem", "setitem", "delitem"):
+    for name in ("getitem", "setitem", "delitem"):
         setattr(Remote, f"__{name}__", forward(name))
     Remote.__bool__ = forward("truth")
 

@@ -1,0 +1,102 @@
+"""Round four of the red team, through the public contract and both paths (`contained` checks
+every run is over in every sense): program-chosen text in the judge's words, stand-ins that decide
+what they should not, and test data carried into the candidate."""
+
+from __future__ import annotations
+
+import pytest
+import test_sandbox
+
+from tasks.base import Verdict
+
+pool, contained = test_sandbox.pool, test_sandbox.contained  # the fixtures
+
+NAMED = """
+Chosen = type("all tests passed\\x1b[2J", (), {"area": lambda self, z=0: 1})
+
+class Pair:
+    def make(self):
+        return Chosen()
+"""
+
+
+@pytest.mark.parametrize(
+    ("tests", "said"),
+    [
+        ("x = Pair().make()\nassert x(object()) == 1\n", "an argument to object is not plain data"),
+        ("x = Pair().make()\nassert x + object() == 1\n", "object (add): a value of the tests' is not given"),
+    ],
+)
+def test_a_class_name_the_program_chooses_never_appears_in_the_feedback(contained, tests, said):
+    verdict = contained(NAMED, tests).verdict
+    assert verdict.reward == 0.0 and verdict.feedback.startswith(said)
+
+
+def test_a_class_the_tests_name_is_named_in_the_feedback(contained):
+    program = "class Pair:\n    def __call__(self, z):\n        return 1\n"
+    verdict = contained(program, "assert Pair()(object()) == 1\n").verdict
+    assert verdict.feedback.startswith("an argument to Pair is not plain data")
+
+
+def test_a_class_made_by_type_is_a_class_like_any_other(contained):
+    """type() in a namespace without __name__ makes a class without __module__: it is held and
+    used, not the candidate's end."""
+    program = "C = type('C', (), {'area': lambda self: 3})\nclass Pair:\n    def make(self):\n        return C()\n"
+    assert contained(program, "assert Pair().make().area() == 3\n").verdict == Verdict(1.0, "all tests passed")
+
+
+CONTAINS_ALL = """
+class Everything:
+    def __contains__(self, item):
+        return True
+    def __iter__(self):
+        return iter([1, 2])
+
+class Solution:
+    def primes(self, n):
+        return Everything()
+
+class Trie:
+    def __init__(self):
+        self.words = set()
+    def insert(self, word):
+        self.words.add(word)
+    def __contains__(self, word):
+        return word in self.words
+"""
+
+
+def test_an_object_the_program_returns_cannot_contain_everything(contained):
+    """`x in s.f()`: an object of a class the tests never name is searched item by item here, as
+    Python does without __contains__; membership of a class the tests name is the program's."""
+    assert contained(CONTAINS_ALL, "assert 7 in Solution().primes(10)\n").verdict.reward == 0.0
+    assert contained(CONTAINS_ALL, "assert 2 in Solution().primes(10)\n").verdict.reward == 1.0
+    tests = "t = Trie()\nt.insert('ab')\nassert 'ab' in t and 'b' not in t\n"
+    assert contained(CONTAINS_ALL, tests).verdict == Verdict(1.0, "all tests passed")
+
+
+REMEMBERS = """
+seen = []
+
+class Number:
+    def __sub__(self, other):
+        seen.append(other)
+        return 0.0
+
+class Solution:
+    def area(self):
+        return Number()
+    def perimeter(self):
+        return seen[0] if seen else -1.0
+"""
+
+
+def test_the_tests_expected_values_never_reach_an_object_the_program_returned(contained):
+    """`abs(r - expected)` on an object of a class the tests do not name would hand the program
+    the expected value, which a later call could answer with: refused, in the judge's words."""
+    tests = "s = Solution()\nassert abs(s.area() - 3.5) < 1e-9\nassert s.perimeter() == 3.5\n"
+    verdict = contained(REMEMBERS, tests).verdict
+    assert verdict.reward == 0.0
+    assert verdict.feedback.startswith("object (sub): a value of the tests' is not given to an object")
+    named = "n = Number()\nassert float(n - 3.5) == 0.0\nassert Solution().perimeter() == 3.5\n"  # the tests took it on
+    assert contained(REMEMBERS, named).verdict.reward == 1.0
