@@ -100,3 +100,45 @@ def test_the_tests_expected_values_never_reach_an_object_the_program_returned(co
     assert verdict.feedback.startswith("object (sub): a value of the tests' is not given to an object")
     named = "n = Number()\nassert float(n - 3.5) == 0.0\nassert Solution().perimeter() == 3.5\n"  # the tests took it on
     assert contained(REMEMBERS, named).verdict.reward == 1.0
+
+
+FUNCTIONS = """
+import functools
+
+def make_adder(n):
+    return lambda x: x + n
+
+def compose(f, g):
+    def both(x):
+        return f(g(x))
+    return both
+
+def memoize(f):
+    return functools.lru_cache(maxsize=None)(f)
+
+def halve():
+    return functools.partial(divmod, 2)
+
+def shout():
+    return "abc".upper
+"""
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        "assert make_adder(3)(4) == 7",
+        "assert compose(lambda x: x + 1, lambda x: x * 2)(3) == 7",
+        "square = memoize(lambda x: x * x)\nassert square(9) == 81 and square(9) == 81",
+        "assert halve()(7) == (0, 2)",
+        "assert shout()() == 'ABC'",
+        "assert make_adder(3) != 7 and make_adder(3)(4) != 8",
+    ],
+)
+def test_a_function_that_returns_a_function_is_judged_by_calling_it(contained, test):
+    assert contained(FUNCTIONS, test + "\n").verdict == Verdict(1.0, "all tests passed")
+
+
+def test_a_returned_function_still_cannot_equal_what_the_tests_expect(contained):
+    program = "def f():\n    return lambda: 0\n"
+    assert contained(program, "assert f() == 0\n").verdict.reward == 0.0

@@ -451,11 +451,12 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
         # a class is named in feedback only where the tests name it: never text the program chose
         return Remote(number, kind_name if kind_name in wanted else None, ask)
 
+    _handles.append(remote)  # functions the program returns come back held; its objects once `objects_on`
+
     def proxy_for(name, is_class=False):
         def proxy(*args, **kwargs):
             if is_class and not objects_on:
                 objects_on.append(True)  # the tests use the program's classes: its objects may come back
-                _handles.append(remote)
             return ask("call", name, args, kwargs, label=name, args=args, kwargs=kwargs)
 
         proxy.__name__ = proxy.__qualname__ = name
