@@ -142,3 +142,77 @@ def test_a_function_that_returns_a_function_is_judged_by_calling_it(contained, t
 def test_a_returned_function_still_cannot_equal_what_the_tests_expect(contained):
     program = "def f():\n    return lambda: 0\n"
     assert contained(program, "assert f() == 0\n").verdict.reward == 0.0
+
+
+VECTOR = """
+class Vector:
+    dims = 2
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def __add__(self, o):
+        return Vector(self.x + o.x, self.y + o.y)
+    def __mul__(self, k):
+        return Vector(self.x * k, self.y * k)
+    __rmul__ = __mul__
+    def __eq__(self, o):
+        return isinstance(o, Vector) and (self.x, self.y) == (o.x, o.y)
+    def __hash__(self):
+        return hash((self.x, self.y))
+    def __abs__(self):
+        return (self.x ** 2 + self.y ** 2) ** 0.5
+    def __len__(self):
+        return 2
+    def __getitem__(self, i):
+        return (self.x, self.y)[i]
+    def __iter__(self):
+        return iter((self.x, self.y))
+    def __repr__(self):
+        return f"Vector({self.x}, {self.y})"
+    def __str__(self):
+        return f"({self.x}, {self.y})"
+    def __format__(self, spec):
+        return f"({self.x:{spec}}, {self.y:{spec}})"
+    def __round__(self, n=0):
+        return Vector(round(self.x, n), round(self.y, n))
+    def __lt__(self, o):
+        return abs(self) < abs(o)
+    @staticmethod
+    def zero():
+        return Vector(0, 0)
+    @classmethod
+    def from_tuple(cls, t):
+        return cls(*t)
+"""
+SHAPES = [
+    "v = Vector(1, 2)\nassert v.x == 1 and v.y == 2",
+    "assert Vector(1, 2) + Vector(3, 4) == Vector(4, 6)",
+    "assert Vector(1, 2) * 3 == Vector(3, 6)",
+    "assert 3 * Vector(1, 2) == Vector(3, 6)",
+    "assert abs(Vector(3, 4)) == 5",
+    "assert len(Vector(1, 2)) == 2",
+    "assert Vector(1, 2)[1] == 2",
+    "assert list(Vector(1, 2)) == [1, 2]",
+    "assert repr(Vector(1, 2)) == 'Vector(1, 2)'",
+    "assert str(Vector(1, 2)) == '(1, 2)'",
+    "assert f'{Vector(1, 2):.1f}' == '(1.0, 2.0)'",
+    "assert format(Vector(1, 2), '.1f') == '(1.0, 2.0)'",
+    "assert round(Vector(1.26, 2.0), 1) == Vector(1.3, 2.0)",
+    "assert Vector.zero() == Vector(0, 0)",
+    "assert Vector.from_tuple((1, 2)) == Vector(1, 2)",
+    "assert Vector.dims == 2",
+    "assert isinstance(Vector(1, 2), Vector)",
+    "assert Vector(1, 1) < Vector(3, 4) and sorted([Vector(3, 4), Vector(1, 1)])[0] == Vector(1, 1)",
+    "assert len({Vector(1, 2), Vector(1, 2)}) == 1",
+]
+
+
+@pytest.mark.parametrize("test", SHAPES)
+def test_a_textbook_value_class_passes_the_common_test_shapes(contained, test):
+    """Operators, format specs, round(), static and class methods, class attributes, isinstance:
+    as the tests would see the class in one interpreter."""
+    assert contained(VECTOR, test + "\n").verdict == Verdict(1.0, "all tests passed")
+
+
+def test_isinstance_of_a_program_class_is_false_for_the_tests_own_values(contained):
+    program = "class Vector(int):\n    pass\n"
+    assert contained(program, "assert not isinstance(3, Vector)\n").verdict.reward == 1.0

@@ -13,6 +13,8 @@ Requests (from the judge, trusted): marshal, each prefixed by its length (4 byte
     ("call", NAME, ARGS, KWARGS, FLAGS)                    plain values, as the tests hold them
     ("callobj", ID, ARGS, KWARGS, FLAGS)                   call a held object (`Held`)
     ("get", ID, ATTRIBUTE, FLAGS) | ("set", ID, ATTRIBUTE, VALUE, FLAGS)
+    ("classget", NAME, ATTRIBUTE, FLAGS)                   a class's attribute (a static method, ...)
+    ("isinstance", (HANDLE, ID), NAME, FLAGS)              whether a held object is the class's
     ("op", OPERATOR, OPERANDS, FLAGS)                      Python's operator (`_operations`)
     ("return", VALUE, FLAGS) | ("raise", EXCEPTION NAME, FLAGS)   the reply to a callback
 
@@ -220,9 +222,7 @@ class Held:
         return '["h",[' + str(number) + "," + _text(name) + "]]"
 
 
-ARITHMETIC = frozenset(
-    "add sub mul truediv floordiv mod pow matmul and_ or_ xor lshift rshift neg pos invert abs".split()
-)
+ARITHMETIC = frozenset("add sub mul truediv floordiv mod pow matmul and_ or_ xor lshift rshift neg pos invert".split())
 """Operators whose result on a held object is held too, never a value of the judge's: otherwise
 an object whose `__sub__` answers 0 would pass `abs(f(x) - expected) < 1e-6` for any expected."""
 
@@ -258,7 +258,7 @@ def _operations():
     names += " neg pos invert contains getitem setitem delitem index"
     table = {name: getattr(operator, name) for name in names.split()}
     table.update(abs=abs, len=len, truth=bool, iter=iter, next=next, str=str, repr=repr, hash=hash, int=int)
-    table.update(float=float)
+    table.update(float=float, round=round, format=format)
     return table
 
 
@@ -451,6 +451,12 @@ def main():
             if kind == "get":
                 number, attribute = parts
                 return outcome(lambda: getattr(Held.objects[number], attribute))
+            if kind == "classget":
+                name, attribute = parts
+                return outcome(lambda: getattr(namespace[name], attribute))
+            if kind == "isinstance":
+                held, name = parts
+                return outcome(lambda: isinstance(held, namespace[name]))
             if kind == "set":
                 number, attribute, value = parts
                 return outcome(lambda: setattr(Held.objects[number], attribute, value))

@@ -453,10 +453,15 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
 
     _handles.append(remote)  # functions the program returns come back held; its objects once `objects_on`
 
+    def objects_come_back():
+        if not objects_on:
+            objects_on.append(True)  # the tests use the program's classes: its objects may come back
+
     def proxy_for(name, is_class=False):
+        if is_class:
+            return RemoteClass(name, ask, objects_come_back)
+
         def proxy(*args, **kwargs):
-            if is_class and not objects_on:
-                objects_on.append(True)  # the tests use the program's classes: its objects may come back
             return ask("call", name, args, kwargs, label=name, args=args, kwargs=kwargs)
 
         proxy.__name__ = proxy.__qualname__ = name
@@ -634,6 +639,41 @@ class Remote:
         return any(element is item or element == item for element in self)
 
 
+class RemoteClass:
+    """The judge's stand-in for one of the program's classes that the tests name: calling it makes
+    an object there (`Vector(1, 2)`), its attributes are read there (static and class methods, class
+    attributes: `Vector.zero()`, `Vector.dims`), and `isinstance(x, Vector)` asks there about one of
+    its objects (a value of the judge's is never an instance of the program's class)."""
+
+    __slots__ = ("_class_name", "_class_ask", "_class_used")
+
+    def __init__(self, name, ask, used):
+        object.__setattr__(self, "_class_name", name)
+        object.__setattr__(self, "_class_ask", ask)
+        object.__setattr__(self, "_class_used", used)
+
+    def __call__(self, *args, **kwargs):
+        self._class_used()
+        name = self._class_name
+        return self._class_ask("call", name, args, kwargs, label=name, args=args, kwargs=kwargs)
+
+    def __getattr__(self, attribute):
+        if attribute == "__name__":
+            return self._class_name
+        if attribute.startswith("__") and attribute.endswith("__"):
+            raise AttributeError(attribute)
+        self._class_used()
+        return self._class_ask("classget", self._class_name, attribute, label=f"{self._class_name}.{attribute}")
+
+    def __instancecheck__(self, instance):
+        if type(instance) is not Remote:
+            return False
+        return (
+            self._class_ask("isinstance", instance, self._class_name, label=f"isinstance(..., {self._class_name})")
+            is True
+        )
+
+
 def _operation(name, *operands, stop=False):
     """Python's operator `name` applied to `operands` in the candidate (one of them a Remote).
     A value of the tests' goes with it only to an object of a class the tests name: an object the
@@ -671,8 +711,9 @@ def _add_operators():
     for name in ("and", "or", "xor"):
         setattr(Remote, f"__{name}__", forward(name + "_"))
         setattr(Remote, f"__r{name}__", reflected(name + "_"))
-    for name in ("neg", "pos", "invert", "abs", "len", "hash", "int", "float", "index", "str", "repr"):
+    for name in ("neg", "pos", "invert", "abs", "len", "hash", "int", "float", "index", "str", "repr", "round"):
         setattr(Remote, f"__{name}__", forward(name))
+    Remote.__format__ = lambda self, spec: str(self) if spec == "" else _operation("format", self, spec)
     for name in ("getitem", "setitem", "delitem"):
         setattr(Remote, f"__{name}__", forward(name))
     Remote.__bool__ = forward("truth")
