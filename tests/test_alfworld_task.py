@@ -327,6 +327,31 @@ def test_error_spans_are_the_commands_that_leave_every_shortest_plan(task):
     assert checked >= 3
 
 
+def test_a_command_after_which_the_game_cannot_be_won_is_wrong(monkeypatch):
+    """A planner that finds no plan after a command (the apple sliced, which the goal needed
+    whole) says the game can no longer be won: that command is wrong, the first error, and so is
+    every command after it. The game's own planner is replaced by plans written out: 4 turns to
+    a win at the start, 3 after "go to a" (on a shortest plan), none after "slice the apple"."""
+    from pathlib import Path
+
+    import tasks.alfworld.task as alfworld
+
+    class Planned:
+        plans = {"go to a": ["take apple", "go to b", "put apple"], "slice the apple": None, "look": None}
+
+        def reset(self, game):
+            self.plan, self.done = ["go to a", "take apple", "go to b", "put apple"], False
+
+        def step(self, command):
+            self.plan = self.plans[command]
+
+    monkeypatch.setattr(alfworld, "planning_environment", lambda max_turns: Planned())
+    completion = "go to a\nYou arrive at a.\n> slice the apple\nYou slice the apple.\n> look\nYou see a b.\n"
+    wrong = list(alfworld.wrong_commands(Path("game"), completion, max_turns=10))
+    assert [completion[a:b] for a, b in wrong] == ["slice the apple", "look"]
+    assert completion[slice(*alfworld._first_error(Path("game"), completion, 10))] == "slice the apple"
+
+
 def test_the_first_error_is_planned_only_up_to_it(task, monkeypatch):
     """`first_error` replays an episode up to its first wrong command and no further: a plan a
     turn is what locating errors costs, and an episode usually goes wrong early."""

@@ -407,3 +407,24 @@ def test_a_missing_file_is_named_where_it_was_looked_for(tmp_path, capsys):
     (tmp_path / "bench.yaml").write_text(yaml.safe_dump(config))
     assert main(["run", str(tmp_path / "bench.yaml"), "--list"]) == 2
     assert f"train_file: no such file: {tmp_path / 'data' / 'missing.jsonl'}" in capsys.readouterr().err
+
+
+def test_an_override_of_one_suite_leaves_the_suites_sharing_its_anchor():
+    """Two suites merged from one anchor share its `schedule` mapping as YAML parses them:
+    `a/schedule.steps=5` sets suite a's steps, and b keeps the anchor's 2."""
+    from harness.config import _Loader, apply_overrides
+
+    text = """
+x-common: &common
+  schedule: {steps: 2, prompts_per_step: 4}
+  sampling: {max_new_tokens: 8}
+suites:
+  - {name: a, <<: *common}
+  - {name: b, <<: *common}
+"""
+    raw = yaml.load(text, Loader=_Loader)
+    assert raw["suites"][0]["schedule"] is raw["suites"][1]["schedule"]  # what makes a leak possible
+    a, b = apply_overrides(raw, ["a/schedule.steps=5", "b/sampling.max_new_tokens=16"])["suites"]
+    assert (a["schedule"]["steps"], b["schedule"]["steps"]) == (5, 2)
+    assert (a["sampling"]["max_new_tokens"], b["sampling"]["max_new_tokens"]) == (8, 16)
+    assert raw["suites"][1]["schedule"]["steps"] == 2  # the parsed file itself is left as it was

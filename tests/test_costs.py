@@ -20,7 +20,7 @@ def test_the_least_detectable_gain_is_the_leaderboards_rule_before_any_run(items
     assert least_detectable(items, discordant / items) == detectable_difference([mine], [theirs])
 
 
-def write(tmp_path, eval_size: int, seeds: list[int]):
+def write(tmp_path, eval_size: int, seeds: list[int], **changes):
     spec = {
         "name": "small",
         "task": {"class_path": "tasks.math.MathTask", "init_args": {"train_size": 100, "eval_size": eval_size}},
@@ -28,6 +28,7 @@ def write(tmp_path, eval_size: int, seeds: list[int]):
         "algorithms": {"grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}}},
         "seeds": seeds,
         "schedule": {"steps": 2, "prompts_per_step": 4},
+        **changes,
     }
     path = tmp_path / "b.yaml"
     path.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
@@ -57,3 +58,33 @@ def test_a_warm_start_is_estimated_from_those_the_cache_holds(tmp_path):
     (earlier / "recipe.json").write_text(json.dumps(recipe))
     (line, _) = announce(benchmark, plan(benchmark, None))
     assert "100 steps of 8 examples, about 80 s at the pace of the warm starts of this task" in line
+
+
+def held_out_line(benchmark) -> str:
+    (line,) = [line for line in announce(benchmark, plan(benchmark, None)) if "held-out:" in line]
+    return line
+
+
+def test_the_announced_held_out_size_is_cut_by_evaluation_limit(tmp_path):
+    """eval_size 500 with `evaluation.limit: 100`: a run evaluates on 100 problems, and what the
+    suite can detect is that of 100 (6.0% with no problem changing the other way: 6 of 6 wins is
+    the fewest a two-sided sign test calls at p < 0.05)."""
+    line = held_out_line(write(tmp_path, 500, [0], evaluation={"limit": 100}))
+    assert line.startswith("warning: [small] held-out: 100 problems x 1 seed;") and "is 6.0% with no problem" in line
+    assert held_out_line(write(tmp_path, 500, [0], evaluation={"limit": 1000})).startswith("[small] held-out: 500 ")
+
+
+def test_a_suites_seeds_are_counted_once_whatever_its_algorithms(tmp_path):
+    """Two algorithms at one seed are two runs of one seed: the one-seed line, not two seeds'."""
+    grpo = {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 4}}
+    line = held_out_line(write(tmp_path, 200, [0], algorithms={"grpo": grpo, "again": grpo}))
+    assert line.startswith("[small] held-out: 200 problems x 1 seed;") and "beyond this seed's noise" in line
+
+
+def test_the_warning_reads_the_figure_with_a_fifth_of_the_problems_changing(tmp_path):
+    """100 problems, one seed: 6.0% is callable when no problem changes the other way, but with a
+    fifth of them changing (10 each way) a gain needs 13 more wins (23 of 33, p < 0.05): 13.0%,
+    above the 10% the warning is drawn at. The warning reads that figure, not the best case."""
+    line = held_out_line(write(tmp_path, 100, [0]))
+    assert "6.0% with no problem changing the other way, 13.0% with a fifth" in line
+    assert line.startswith("warning: ") and "cannot detect less than 10%" in line

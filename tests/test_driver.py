@@ -439,3 +439,58 @@ def test_a_run_that_fails_at_its_start_leaves_no_folder_behind(tmp_path, monkeyp
     with pytest.raises(RuntimeError, match="vLLM could not start"):
         main(["run", str(config), "--results", str(tmp_path / "runs")])
     assert not (tmp_path / "runs" / "math" / "grpo-seed0").exists()
+
+
+def test_a_failed_start_removes_only_a_folder_with_nothing_to_resume(tmp_path):
+    """A run that failed as it started leaves no folder of settings alone; a folder that holds a
+    checkpoint (the last, or the one before it where a kill fell between two renames) or a step's
+    records is a run that can resume, and stays."""
+    from harness.driver import left_nothing
+
+    def folder(name, *files):
+        run_dir = tmp_path / name
+        for file in ("spec.json", *files):
+            (run_dir / file).parent.mkdir(parents=True, exist_ok=True)
+            (run_dir / file).write_text("")
+        return run_dir
+
+    settings_only = folder("settings")
+    left_nothing(settings_only)
+    assert not settings_only.exists()
+    for kept in (
+        folder("last", "checkpoints/last.ckpt"),
+        folder("previous", "checkpoints/previous.ckpt"),
+        folder("records", "metrics.parquet"),
+    ):
+        left_nothing(kept)
+        assert (kept / "spec.json").is_file(), kept.name
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_a_replays_policy_is_kept_only_when_its_records_are_the_runs(tmp_path, monkeypatch, capsys, same):
+    """keep_policy on a finished run replays it in a scratch folder (here a stand-in for training
+    writes the replay's records and policy): a replay whose records are the run's own gives its
+    policy to the run; one whose rewards differ (0.5 where the run had 0.25) gives none, and the
+    scratch folder goes either way."""
+    import harness.driver
+
+    config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask", steps=2)], tmp_path / "cache")
+    (math,) = load_benchmark(config).suites
+    run_dir = tmp_path / "runs" / "math" / "grpo-seed0"
+    run_dir.mkdir(parents=True)
+    pl.DataFrame({"step": [1, 2], "reward": [0.25, 0.75]}).write_parquet(run_dir / "metrics.parquet")
+
+    def replayed(suite, algorithm, seed, scratch, cache_dir, resume, say):
+        pl.DataFrame({"step": [1, 2], "reward": [0.25 if same else 0.5, 0.75]}).write_parquet(
+            scratch / "metrics.parquet"
+        )
+        (scratch / "policy").mkdir()
+        (scratch / "policy" / "config.json").write_text("{}")
+        return 0.0
+
+    monkeypatch.setattr(harness.driver, "fit", replayed)
+    harness.driver.replay_for_policy(math, "grpo", 0, run_dir, tmp_path / "cache", print)
+    out = capsys.readouterr().out
+    assert (run_dir / "policy" / "config.json").is_file() == same
+    assert ("its policy kept in" in out) == same and ("records differ from the run's" in out) != same
+    assert not (run_dir.parent / ".replay").exists()

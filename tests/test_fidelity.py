@@ -123,3 +123,32 @@ def test_a_steps_fidelity_reads_the_located_rollouts_with_their_own_tokens():
     locate(counted, rollouts, range(3), located)
     assert [located[row] for row in range(3)] == [wrong_steps(texts[0])[0], wrong_steps(texts[1])[0], None]
     assert calls == texts
+
+
+def test_a_partial_score_is_read_as_a_failure():
+    """A rollout scored 0.5 (some of a problem's tests passed) did not solve it: credit below zero
+    on it is blame (under one advantage a rollout, a lift of exactly 1), not a success's
+    missing praise."""
+    import math
+
+    from algorithms.fidelity import step_fidelity
+    from rollout.batch import Problem, Verdict, completed, left_padded
+
+    tokenizer = build_tokenizer()
+    text = " 28-29=0 0-6=-4 #### -4"  # its first step wrong
+    prompt_ids, prompt_mask = left_padded([tokenizer("Q: x\nA:").input_ids], tokenizer.pad_token_id, "cpu")
+    row = tokenizer(text, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+    completion, generated = torch.tensor([row]), torch.ones(1, len(row), dtype=torch.bool)
+    rollouts = completed(
+        [Problem("0", "Q: x\nA:", "")],
+        prompt_ids,
+        prompt_mask,
+        completion,
+        generated,
+        torch.zeros(1, len(row)),
+        tokenizer,
+    )
+    rollouts.verdicts = [Verdict(0.5, "")]
+    stats = step_fidelity(MathTask(), rollouts, -1.0 * rollouts.eligible, tokenizer)
+    assert stats["credit/fidelity_rollouts"] == 1.0
+    assert stats["credit/blame_lift"] == 1.0 and math.isnan(stats["credit/reinforced_lift"])

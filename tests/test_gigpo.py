@@ -219,6 +219,42 @@ def test_the_penalty_reads_which_commands_the_game_took_and_needs_them():
     assert not torch.equal(advantages, plain) and torch.equal(advantages != 0, plain != 0)
 
 
+def test_the_penalty_falls_on_the_commands_the_game_did_not_take():
+    """Episode 1's second command not taken (penalty 0.1; G = 2, gamma 0.5, no std, per-episode
+    statistics). Episode level: the first turns' scores 1 and 0, mean 0.5, so 0.5 on episode 0's
+    turns; episode 1's score 0 less the turn's penalty: -0.5, -0.6, -0.5, -0.5. Step level,
+    returns (0.25, 0.5, 1) and (0, -0.1, 0, 0): s0 {0.25, 0} -> +-0.125; a {0.5, -0.1, 0}, mean
+    0.4 / 3 -> 0.5 - 2 / 15, -0.1 - 2 / 15, -2 / 15; b, c alone -> 0."""
+    rows = ["_PPEEOEOEEEO", "PPPEOEEOEOEO"]
+    rollouts = hand_built(rows, STATES, REWARDS)
+    rollouts.turn_valid = [[True, True, True], [True, False, True, True]]
+    penalised = Stub()
+    penalised.invalid_penalty = 0.1
+    advantages, _ = penalised.credit(rollouts)
+    a0 = [0.5 + 0.125, 0.5 + 0.5 - 2 / 15, 0.5]
+    a1 = [-0.5 - 0.125, -0.6 - 0.1 - 2 / 15, -0.5 - 2 / 15, -0.5]
+    expected = torch.tensor(
+        [
+            [0, 0, 0, a0[0], a0[0], 0, a0[1], 0, a0[2], a0[2], a0[2], 0],
+            [0, 0, 0, a1[0], 0, a1[1], a1[1], 0, a1[2], 0, a1[3], 0],
+        ]
+    )
+    torch.testing.assert_close(advantages, expected.float())
+
+
+def test_per_episode_statistics_count_each_episode_once_one_turn_episodes_included():
+    """`per_turn_episode_stats: false`: each episode counted once, by its first turn. One game,
+    G = 3: a one-turn win and two two-turn losses; rewards 1, 0, 0, mean 1/3, so (no std, no step
+    level) 2/3 on every turn of the win and -1/3 on every turn of each loss."""
+    states = [["s"], ["s", "t"], ["s", "t"]]
+    out = gigpo_advantages(
+        [1.0, 0.0, 0.0], states, 3, step_weight=0.0, scale_by_std=False, per_turn_episode_stats=False
+    )
+    close(out.advantages[0], [2 / 3])
+    close(out.advantages[1], [-1 / 3, -1 / 3])
+    close(out.advantages[2], [-1 / 3, -1 / 3])
+
+
 def test_a_batch_whose_states_do_not_match_its_turns_is_refused():
     rollouts = hand_built(["_PPEEOEOEEEO", "PPPEOEEOEOEO"], [["s0", "a"], STATES[1]], REWARDS)
     with pytest.raises(ValueError, match="turn_states"):

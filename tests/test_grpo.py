@@ -107,6 +107,30 @@ def test_the_records_reward_std_is_the_spread_within_each_group(tiny_dir):
     assert row["frac_reward_all_correct"] == pytest.approx(1 / 3) and row["frac_reward_all_wrong"] == 0
 
 
+def test_the_records_load_is_the_last_minutes_per_core_it_may_use(tiny_dir, monkeypatch):
+    """A load average of 3.0 over the last minute on a process allowed 4 cores: 0.75 a core (above
+    1, other work shared the cores and slowed the run's wall-clock)."""
+    import os
+
+    from algorithms.grpo import GRPO
+    from harness.models import load_policy
+    from rollout.decoding import RolloutEngine, SamplingArgs
+    from tasks.base import Verdict
+    from tasks.math import MathTask
+
+    model, tokenizer = load_policy(tiny_dir)
+    task = MathTask(train_size=20, eval_size=5)
+    module = GRPO(policy=model, tokenizer=tokenizer, task=task, group_size=2)
+    problems = [p for p in task.train_problems()[:1] for _ in range(2)]
+    rollouts = RolloutEngine(model, tokenizer, SamplingArgs(max_new_tokens=2)).generate(problems, group_size=2)
+    rollouts.verdicts = [Verdict(1.0, ""), Verdict(0.0, "")]
+    advantages, stats = module.credit(rollouts)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 9.0, 9.0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    row = module.record(rollouts, advantages, {}, stats, spent=len(rollouts))
+    assert row["machine/load_per_core"] == 0.75
+
+
 def test_grpos_eps_against_a_group_with_a_tiny_reward_spread(tiny_dir):
     """GRPO as a suite builds it (eps left at its default, 1e-4 as TRL's): where the group's std
     is of the order of eps, eps shows in the advantage, and it must be the documented one."""

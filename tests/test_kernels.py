@@ -60,6 +60,39 @@ def test_pin_sets_the_portable_environment_unless_told_native(monkeypatch):
         assert {k: os.environ[k] for k in kernels.PORTABLE} == kernels.PORTABLE
 
 
+def test_pin_asks_mkl_for_its_strict_avx2_branch(monkeypatch):
+    """Intel's conditional numerical reproducibility: `AVX2` alone keeps results equal run to run
+    on one machine; only `AVX2,STRICT` promises the same results across processors of that path
+    and thread counts (oneMKL's developer guide, "Reproducibility Conditions")."""
+    for name in CAPS:
+        monkeypatch.delenv(name, raising=False)
+    if not kernels.has_avx2():
+        pytest.skip("the portable kernels need an x86-64 CPU with AVX2")
+    assert kernels.pin() == "portable"
+    assert os.environ["MKL_CBWR"] == "AVX2,STRICT" and os.environ["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+
+
+@pytest.mark.parametrize(
+    "aten, cbwr, mode",
+    [("AVX2", "AVX2,STRICT", "portable"), ("AVX512", "AVX2,STRICT", "native"), ("DEFAULT", "AVX2,STRICT", "native"),
+     ("AVX2", "AVX2", "native"), ("AVX2", None, "native")],
+)  # fmt: skip
+def test_the_level_is_portable_only_where_aten_runs_avx2_and_mkl_its_strict_branch(monkeypatch, aten, cbwr, mode):
+    """`level()` reads what ran, not what was asked: ATen's capability as torch reports it (a
+    process whose torch ran a kernel before `pin()` keeps the machine's own) and MKL's settings."""
+    import torch
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: aten)
+    for name, value in kernels.PORTABLE.items():
+        monkeypatch.setenv(name, value)
+    if cbwr is None:
+        monkeypatch.delenv("MKL_CBWR")
+    else:
+        monkeypatch.setenv("MKL_CBWR", cbwr)
+    level = kernels.level()
+    assert level["mode"] == mode and level["aten"] == aten
+
+
 @needs_avx2
 def test_the_tests_run_on_the_portable_kernels():
     assert kernels.level()["mode"] == "portable"  # tests/conftest.py pins them, as the CLI does

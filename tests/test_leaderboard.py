@@ -135,6 +135,32 @@ def test_the_zero_gradient_fraction_counts_updates_not_steps():
     assert row["grad_norm_records"] == 5 and row["rollouts"] == 64 and row["wall_clock_s"] == 2.0
 
 
+def test_a_runs_load_is_its_steps_mean_and_a_seed_without_one_is_left_out():
+    """Steps recorded at 0.5 and 1.5 a core: the run's load is their mean, 1.0 (its worst minute
+    would be 1.5). Over seeds, a seed recorded before the load was kept has none: the row's load
+    is the other seed's, 0.6, and is none only where no seed has one."""
+    from harness.leaderboard import run_table
+
+    info = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    row = run_table([(info, two_steps(**{"machine/load_per_core": [0.5, 1.5]}), pl.DataFrame())]).row(0, named=True)
+    assert row["load"] == pytest.approx(1.0)
+    assert run_table([(info, two_steps(), pl.DataFrame())])["load"][0] is None
+    table = runs("grpo").with_columns(pl.Series("load", [0.4, 0.6, None, None], dtype=pl.Float64))
+    board = aggregate(table)
+    assert board.filter(pl.col("algorithm") == "hp_rlvr")["load"][0] == pytest.approx(0.6)
+    assert aggregate(table.with_columns(pl.lit(None, pl.Float64).alias("load")))["load"].to_list() == [None, None]
+
+
+def test_step_s_holds_every_steps_own_time_the_first_included():
+    """Wall-clock at the end of each step 2.5 s and 6 s: the steps took 2.5 s (the first, from the
+    run's start) and 3.5 s, which sum to the run's wall-clock."""
+    from harness.leaderboard import run_table
+
+    info = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    row = run_table([(info, two_steps(wall_clock_s=[2.5, 6.0]), pl.DataFrame())]).row(0, named=True)
+    assert row["step_s"] == [2.5, 3.5] and sum(row["step_s"]) == row["wall_clock_s"]
+
+
 def test_credit_fidelity_is_the_mean_over_the_steps_that_had_it_and_absent_where_none_did():
     from harness.leaderboard import run_table
 

@@ -33,6 +33,21 @@ def test_the_check_names_what_the_lock_leaves_out_or_pins_outside_its_range():
     ]  # vLLM's CPU build installs from another index: not locked
 
 
+def test_the_check_finds_a_requirement_under_its_normalised_name():
+    """PEP 503: `Typing_Extensions`, `typing.extensions` and `typing-extensions` are one package;
+    the lock's lines are read under the normalised name, and so must the requirements be."""
+    lock = script("lock")
+    pins = lock.locked("Typing_Extensions==4.12.2\nruamel.yaml==0.18.6\nPyYAML==6.0.2\n")
+    assert pins == {"typing-extensions": "4.12.2", "ruamel-yaml": "0.18.6", "pyyaml": "6.0.2"}
+    pyproject = {
+        "project": {
+            "dependencies": ["typing.extensions>=4", "Ruamel_Yaml<0.19", "PyYAML>=7"],
+            "optional-dependencies": {},
+        }
+    }
+    assert lock.disagreements(pyproject, pins) == ["dependencies PyYAML>=7: the lock has 6.0.2"]
+
+
 def test_the_readmes_install_commands_go_through_the_lock():
     commands = script("readme_install").install_commands((ROOT / "README.md").read_text())
     assert commands == [["-c", "constraints.txt", "-e", "."], ["-c", "constraints.txt", "-e", ".[dev]"]]

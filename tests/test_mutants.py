@@ -1,5 +1,5 @@
-"""scripts/mutants.py stays runnable: each mutant's text occurs once in the file it mutates, and
-each test it names exists (an entry gone stale with its code stops a whole mutation run)."""
+"""scripts/mutants.py stays runnable: each mutant of its table (scripts/mutants_table.py) occurs
+once in the file it mutates, and each test it names exists (an entry gone stale with its code stops a whole mutation run)."""
 
 from __future__ import annotations
 

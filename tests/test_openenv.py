@@ -55,6 +55,19 @@ def test_settings_are_each_named():
     ]
 
 
+def test_held_out_episodes_overlapping_the_training_ones_anywhere_are_refused():
+    """Held-out seeds [5, 12) against training seeds [10, 20): the held-out range starts before
+    the training one, so its first episode is not trained on, but seeds 10 and 11 are; the
+    same for index ranges of one split. Ranges that only touch do not overlap."""
+    assert Episodes(seeds=[5, 12]).overlaps(Episodes(seeds=[10, 20]))
+    assert Episodes(seeds=[15, 30]).overlaps(Episodes(seeds=[10, 20]))
+    assert not Episodes(seeds=[5, 10]).overlaps(Episodes(seeds=[10, 20]))
+    assert Episodes(split="train", first=3, size=5).overlaps(Episodes(split="train", first=6, size=10))
+    assert not Episodes(split="test", first=3, size=5).overlaps(Episodes(split="train", first=6, size=10))
+    with pytest.raises(ValueError, match="^eval_episodes: overlaps train_episodes"):
+        say_go(eval_episodes={"seeds": [15, 25]}, train_episodes={"seeds": [20, 40]})
+
+
 def test_an_environment_that_drops_its_seed_is_refused():
     """check_args resets the first episode twice: two starts from one seed are refused, as is a
     reset that takes no seed at all (many of the library's own examples)."""

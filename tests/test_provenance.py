@@ -31,6 +31,62 @@ def test_the_data_digest_follows_the_problems():
     assert one != data_digest(MathTask(train_size=31, eval_size=10))
 
 
+def test_the_weights_digest_tells_same_shaped_tensors_apart_by_their_names():
+    """Two 2x2 weights a = [[1, 2], [3, 4]] and b = [[5, 6], [7, 8]]. Exchanged between a and b,
+    every dtype, shape and byte is still there; under b and c in place of a and b, even their
+    order is: only the names tell these models apart, and they are other models."""
+
+    def model(**weights):
+        module = torch.nn.Module()
+        for name, values in weights.items():
+            module.register_parameter(name, torch.nn.Parameter(torch.tensor(values)))
+        return module
+
+    one, two = [[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]
+    digest = weights_digest(model(a=one, b=two))
+    assert weights_digest(model(b=two, a=one)) == digest  # the same names and tensors, declared in another order
+    assert weights_digest(model(a=two, b=one)) != digest  # swapped
+    assert weights_digest(model(b=one, c=two)) != digest  # the same bytes in the same order, other names
+
+
+def test_the_data_digest_reads_the_held_out_split():
+    """Two tasks with the same training problems whose held-out problems differ by one answer
+    ("4" or "5"): the held-out set decides every accuracy a run records."""
+    from tasks.base import Problem
+
+    class Fixed(MathTask):
+        def __init__(self, held_out_answer):
+            super().__init__(train_size=2, eval_size=1)
+            self.held_out_answer = held_out_answer
+
+        def train_problems(self):
+            return [Problem("t0", "1+1", "2"), Problem("t1", "2+1", "3")]
+
+        def eval_problems(self):
+            return [Problem("e0", "2+2", self.held_out_answer)]
+
+    assert data_digest(Fixed("4")) == data_digest(Fixed("4"))
+    assert data_digest(Fixed("4")) != data_digest(Fixed("5"))
+
+
+def test_native_kernel_runs_agree_only_on_the_same_cpu_and_thread_count():
+    """Portable kernels round alike on every CPU and thread count, so such runs share a key; the
+    machine's own kernels do not, so a run on another CPU or at another thread count is keyed apart."""
+    from harness.provenance import environment_key
+
+    def record(mode, cpu="Intel Xeon", threads=2, aten="AVX2"):
+        kernels = {"mode": mode, "aten": aten, "cpu": cpu, "threads": threads}
+        return {"environment": {"device": "cpu", "cpu_kernels": kernels, "lock": {"digest": "abc", "differs": []}}}
+
+    portable = environment_key(record("portable"))
+    assert environment_key(record("portable", cpu="AMD EPYC", threads=4)) == portable
+    native = environment_key(record("native"))
+    assert native != portable and environment_key(record("native")) == native
+    assert environment_key(record("native", cpu="AMD EPYC")) != native
+    assert environment_key(record("native", threads=4)) != native
+    assert environment_key(record("native", aten="AVX512")) != native
+
+
 def test_a_task_gives_a_files_content_in_place_of_its_path(tmp_path):
     from tasks.base import Problem
 

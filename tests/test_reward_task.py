@@ -25,6 +25,10 @@ def graded(prompt, completion, answer, unit, **row):
 
 def too_much(prompt, completion, **row):
     return 2.0
+
+
+def echo(prompt, completion, answer, **row):
+    return float(completion.strip() == str(answer)), prompt
 '''
 
 
@@ -55,6 +59,32 @@ def test_the_reward_gets_the_prompt_the_completion_and_every_field_of_the_row(fo
     # the held-out rows are drawn with the seed, the same every time
     again = RewardTask(str(folder / "data.jsonl"), "my_reward.reward", eval_size=10)
     assert [p.id for p in again.eval_problems()] == [p.id for p in held]
+
+
+def test_the_reward_gets_the_rows_own_prompt_not_the_templated_one(folder):
+    """`prompt_template` dresses the prompt the policy reads; the reward function reads the row's
+    own field, as the documentation says (a reward that parses its question would not find it)."""
+    task = RewardTask(str(folder / "data.jsonl"), "my_reward:echo", eval_size=10, prompt_template="Q: {prompt}\nA:")
+    problem = task.train_problems()[0]
+    n = int(problem.prompt.removeprefix("Q: say ").removesuffix("\nA:"))
+    assert problem.prompt == f"Q: say {n}\nA:"
+    assert task.verify(problem, f" {n}") == Verdict(1.0, f"say {n}")
+
+
+def test_the_held_out_rows_are_drawn_with_the_tasks_seed(folder):
+    """10 of 40 rows held out: those `random.Random(seed)` puts first when it shuffles the rows'
+    numbers, so another seed holds out other rows."""
+    import random
+
+    def held_out(seed):
+        task = RewardTask(str(folder / "data.jsonl"), "my_reward.reward", eval_size=10, seed=seed)
+        return [int(p.id.removeprefix("data-")) for p in task.eval_problems()]
+
+    for seed in (0, 1):
+        order = list(range(40))
+        random.Random(seed).shuffle(order)
+        assert held_out(seed) == sorted(order[:10])
+    assert held_out(0) != held_out(1)
 
 
 @pytest.mark.parametrize(

@@ -250,6 +250,17 @@ def test_dapo_at_its_cap_trains_on_the_groups_it_found_where_verl_raises():
     assert module.discarded_rollouts == 2 * 6 * 2
 
 
+def test_dapo_draws_its_refills_from_the_prompt_pool_only():
+    """`schedule.prompt_pool: 12` of 30 training prompts: the step's own prompts come from the
+    pool, and so must every refill (the pair's runs train on the pool alone)."""
+    task = ScriptedTask()
+    module = dapo_on(task, max_gen_batches=10)
+    module.schedule = SimpleNamespace(prompt_pool=12)
+    DAPO.sample(module, task.problems[:6], {})
+    refills = [int(i) for batch in task.sampled[1:] for i in batch]
+    assert len(task.sampled) > 2 and refills and max(refills) < 12
+
+
 def test_reinforce_pp_is_openrlhfs_reinforce_baseline_written_out():
     """OpenRLHF: rewards minus the group mean, the return of every token (gamma 1), then the
     batch's token-weighted mean and population variance over all action tokens."""
