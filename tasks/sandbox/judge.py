@@ -15,6 +15,7 @@ import signal
 import time
 
 from .candidate import CALLBACK, FACTORIES, HANDLE
+from .candidate import STANDARD as STANDARD_MARKER
 from .kernel import (
     PR_SET_DUMPABLE,
     _apply_rlimits,
@@ -339,6 +340,9 @@ def _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r):
             return kind([marked(item) for item in value])
         if kind is dict:
             return {marked(k): marked(v) for k, v in value.items()}
+        standard = _standard_marker(value, kind)
+        if standard is not None:
+            return (STANDARD_MARKER, standard[0], marked(standard[1]))
         if callable(value):
             callbacks.append(value)
             return (CALLBACK, len(callbacks) - 1)
@@ -776,6 +780,30 @@ def _decode(data, depth=0):
     raise NotPlain("malformed")
 
 
+def _standard_marker(value, kind):
+    """(TAG, BODY) for a standard-library value of the tests' that marshal cannot carry, which the
+    candidate rebuilds (`candidate._rebuilt`); None for anything else. An iterator of the tests'
+    (a generator expression, map, filter, zip) is read here and goes as its items."""
+    import collections
+    import decimal
+    import fractions
+
+    if kind is range:
+        return "r", (value.start, value.stop, value.step)
+    if kind is fractions.Fraction:
+        return "q", (value.numerator, value.denominator)
+    if kind is decimal.Decimal:
+        return "m", str(value)
+    if kind is collections.deque:
+        return "Q", (value.maxlen, list(value))
+    fields = getattr(kind, "_fields", None)
+    if isinstance(value, tuple) and type(fields) is tuple and all(type(f) is str for f in fields):
+        return "n", (kind.__name__, list(fields), list(value))
+    if iter(value) is value if hasattr(value, "__next__") else False:
+        return "g", list(value)
+    return None
+
+
 def _decode_pairs(body, depth):
     if type(body) is not list:
         raise NotPlain("malformed")
@@ -820,10 +848,12 @@ def _decode_standard(tag, body, depth):
     if tag == "O":
         return collections.OrderedDict(_decode_pairs(body, depth))
     if tag == "D" and type(body) is list and len(body) == 2:
-        name = None if body[0] is None else _decode(body[0], depth + 1)
-        if name is not None and name not in FACTORIES:
+        factory = None if body[0] is None else _decode(body[0], depth + 1)
+        if type(factory) is str and factory in FACTORIES:
+            factory = getattr(builtins, factory)
+        elif factory is not None and type(factory) is not Remote:  # a held factory is called there
             raise NotPlain("malformed")
-        return collections.defaultdict(getattr(builtins, name) if name else None, _decode_pairs(body[1], depth))
+        return collections.defaultdict(factory, _decode_pairs(body[1], depth))
     if tag == "Q" and type(body) is list and len(body) == 2:
         maxlen = None if body[0] is None else _integer_value(body[0], depth)
         return collections.deque(_decode_items(body[1], depth), maxlen)
@@ -838,18 +868,32 @@ def _decode_standard(tag, body, depth):
         if type(text) is not str or len(text) > 4300:
             raise NotPlain("malformed")
         return decimal.Decimal(text)
-    if tag == "n" and type(body) is list and len(body) == 3:
+    if tag == "n" and type(body) is list and len(body) in (3, 4):
         name, fields = _decode(body[0], depth + 1), _decode_items(body[1], depth)
         items = _decode_items(body[2], depth)
-        shape = (name, tuple(fields))
+        held = _decode(body[3], depth + 1) if len(body) == 4 else None
+        if held is not None and type(held) is not Remote:
+            raise NotPlain("malformed")
+        shape = (name, tuple(fields), held is not None)
         if shape not in _named_tuples:
             if len(_named_tuples) > 256:
                 raise NotPlain("too many kinds of named tuple")
-            _named_tuples[shape] = collections.namedtuple(name, fields)  # checks the names itself
-        return _named_tuples[shape](*items)
+            made = collections.namedtuple(name, fields)  # checks the names itself
+            _named_tuples[shape] = type(name, (made,), {"__getattr__": _held_attribute}) if held else made
+        value = _named_tuples[shape](*items)
+        if held is not None:
+            value._held = held
+        return value
     if tag == "g":
         return iter(_decode_items(body, depth))
     raise NotPlain("malformed")
+
+
+def _held_attribute(self, name):
+    """A named tuple's attribute that is not a field: the program's method, asked of its object."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    return getattr(self.__dict__["_held"], name)
 
 
 def _integer_value(data, depth):
