@@ -184,7 +184,7 @@ def test_a_browser_draws_the_pair_views_tokens_in_their_colours_with_the_error_o
 
     tree = Tree("grpo-seed0-4-0")
     tree.feed(dom)
-    tokens = [(text, attrs, above) for tag, attrs, text, above in tree.found if "tok" in attrs.get("class", "")]
+    tokens = [(text, attrs, above) for tag, attrs, text, above in tree.found if "tok" in attrs.get("class", "").split()]
     assert [text for text, _, _ in tokens] == list("3*4=13")
     for (_, attrs, above), advantage, wrong in zip(
         tokens, [-0.5, -1.0, 0.25, 0.0, 2.0, -2.0], [False, True, True, False, False, False]
@@ -202,7 +202,7 @@ def test_a_browser_draws_the_pair_views_tokens_in_their_colours_with_the_error_o
         if attrs.get("class") in ("turn", "turn err", "env")
     ]
     assert blocks == [("turn", ""), ("env", "You see a lamp."), ("turn err", ""), ("env", "Nothing happens.")]
-    tokens = [(text, attrs) for tag, attrs, text, _ in tree.found if "tok" in attrs.get("class", "")]
+    tokens = [(text, attrs) for tag, attrs, text, _ in tree.found if "tok" in attrs.get("class", "").split()]
     assert [text for text, _ in tokens] == ["go", " to", " desk", "take", " lamp"]
     assert expected_colour(-0.8, 2.0) in tokens[-1][1]["style"]
 
