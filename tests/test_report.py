@@ -100,6 +100,7 @@ def test_the_pages_data_equals_the_runs_records(published):
             spans = record["token_spans"]  # each token's span is its own text in the completion
             assert "".join(record["completion"][s:e] for s, e in spans) == record["completion"]
     # the published folder keeps the same sample, and the page of the runs' folder shows the same rollouts
+    assert main(["report", str(published / "runs")]) == 0
     assert embedded(published / "runs" / "index.html")["suites"][0]["rollouts"] == pair["rollouts"]
     kept = pl.read_parquet(published / "out" / "pair" / "completions.parquet")
     assert sorted(set(kept["step"])) == steps
