@@ -213,3 +213,27 @@ def test_a_browser_draws_the_pair_views_tokens_in_their_colours_with_the_error_o
     shot = tmp_path / "pair.png"
     headless(f"--screenshot={shot}", "--window-size=1200,900", url)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_the_defaults_page_holds_the_published_records():
+    data = embedded(ROOT / "results" / "index.html")
+    board = pl.read_parquet(ROOT / "results" / "leaderboard.parquet")
+    assert data["board"] == json.loads(json.dumps(board.to_dicts()).replace("NaN", "null"))
+    for shown in data["suites"]:
+        kept = pl.read_parquet(ROOT / "results" / shown["name"] / "completions.parquet").to_dicts()
+        assert [(r["run"], r["step"], r["rollout"], r["completion"], r["tokens"]) for r in shown["rollouts"]] == [
+            (r["run"], r["step"], r["rollout"], r["completion"], r["tokens"]) for r in kept
+        ]
+        assert [[float(np.float32(a)) for a in r["token_advantages"]] for r in shown["rollouts"]] == [
+            r["token_advantages"] for r in kept
+        ]
+
+
+def test_alfworlds_kept_turns_are_its_commands_and_the_text_between_the_environments():
+    kept = pl.read_parquet(ROOT / "results" / "alfworld" / "completions.parquet")
+    for row in kept.iter_rows(named=True):
+        turns: dict[tuple[int, int], str] = {}
+        for token, (start, end) in zip(row["tokens"], row["token_spans"]):
+            turns[(start, end)] = turns.get((start, end), "") + token
+        assert len(turns) > 1 and all(row["completion"][s:e] == text for (s, e), text in turns.items())
+        assert row["completion"].startswith(turns[min(turns)])  # the rollout opens with its first command
