@@ -235,14 +235,17 @@ class RLVRModule(L.LightningModule):
         credit_stats |= step_fidelity(self.task, trainable, advantages, self.tokenizer, located=located)
         credit_stats |= self.diagnostics(trainable)
         kept = self.completions_per_step if distributed.rank() == 0 else 0
-        # the kept completions show theirs (`harness show`)
+        # the kept completions show theirs (`harness show`), and each token's place in their text
         locate(self.task, trainable, range(min(kept, len(trainable))), located)
+        spans = [
+            eligible_spans(self.tokenizer, trainable, i, self.task.multi_turn) for i in range(min(kept, len(trainable)))
+        ]
         credit_stats["measure_s"] = time.perf_counter() - measured  # what measuring cost, outside wall_clock_s
         started += credit_stats["measure_s"]
         with self.stage(timing, "update"):
             update_stats = self.update(trainable, advantages)
         if kept:
-            self.completions += self.completion_rows(trainable, advantages, located)
+            self.completions += self.completion_rows(trainable, advantages, located, spans)
         if distributed.world_size() > 1:
             rollouts, advantages, credit_stats = self.gather_step(rollouts, advantages, credit_stats)
         self.rl_step += 1
@@ -270,11 +273,13 @@ class RLVRModule(L.LightningModule):
             self.trainer.should_stop = True
 
     def completion_rows(
-        self, rollouts: Rollouts, advantages: Tensor, located: dict[int, Span | None]
+        self, rollouts: Rollouts, advantages: Tensor, located: dict[int, Span | None], spans: list[list[Span]]
     ) -> list[dict[str, Any]]:
         """The first `completions_per_step` rollouts of this step (the first process's: its first
         groups), with their text, verdicts and each generated token's advantage (and, where the
-        algorithm gives tokens weights of their own, as HP-RLVR does, those weights), and the
+        algorithm gives tokens weights of their own, as HP-RLVR does, those weights), each token's
+        character span in the completion (`spans`; on a multi-turn task its whole command's, so a
+        turn's tokens share one span and the text between turns is the environment's), and the
         first error of each (`located`: the step has located them, inside its measure)."""
         weights = rollouts.token_data.get("token_weights")
         rows = []
@@ -298,9 +303,8 @@ class RLVRModule(L.LightningModule):
                     "token_weights": None if weights is None else weights[i][eligible].float().tolist(),
                     # where the task locates the error (Task.first_error): the step, and its tokens
                     "error_step": None if error is None else rollouts.completions[i][slice(*error)],
-                    "error_tokens": None
-                    if error is None
-                    else on_span(eligible_spans(self.tokenizer, rollouts, i, self.task.multi_turn), error),
+                    "error_tokens": None if error is None else on_span(spans[i], error),
+                    "token_spans": [list(span) for span in spans[i]],
                 }
             )
         return rows

@@ -60,6 +60,8 @@ def eligible_spans(tokenizer, rollouts, row: int, multi_turn: bool) -> list[Span
     if not multi_turn:
         return token_spans(tokenizer, rollouts.input_ids[row][eligible].tolist())
     cols = eligible.nonzero().flatten().tolist()
+    if not cols:
+        return []
     first, last = cols[0], cols[-1] + 1
     return turn_spans(tokenizer, rollouts.input_ids[row][first:last].tolist(), eligible[first:last].tolist())
 

@@ -1,5 +1,5 @@
 """python -m harness run CONFIG [--results DIR] [--list] [filters] | evaluate CONFIG [--model PATH] |
-leaderboard DIR [--publish OUT] | across DIR | bench CONFIG | show RUN | settings [--out FILE]"""
+leaderboard DIR [--publish OUT] | report DIR | across DIR | bench CONFIG | show RUN | settings [--out FILE]"""
 
 from __future__ import annotations
 
@@ -150,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--step", type=int, help="the step (default: the last one kept)")
     show.add_argument("--held-out", action="store_true", help="the evaluation's held-out completions instead")
     show.add_argument("--limit", type=int, default=8, help="at most this many (default 8)")
+    report = commands.add_parser(
+        "report",
+        help="write DIR/index.html: one static page of a results folder (leaderboard, plots, rollouts' credit "
+        "side by side), opened from disk; leaderboard writes it too",
+    )
+    report.add_argument("directory", type=Path, help="a results folder with its leaderboard (e.g. results/)")
     settings = commands.add_parser("settings", help="print every setting a benchmark file can hold, with its range")
     settings.add_argument("--out", type=Path, help="write the table here instead (docs/config.md)")
     args, extra = parser.parse_known_args(argv)
@@ -173,6 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(shown(args.run, args.step, args.held_out, args.limit))
         except (FileNotFoundError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "report":
+        from harness.report import write as write_page
+
+        if not args.directory.is_dir():
+            print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
+            return 2
+        try:
+            print(f"wrote {write_page(args.directory)}")
+        except FileNotFoundError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
@@ -255,10 +273,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         from harness.leaderboard import compact
+        from harness.report import write as write_page
 
         print(compact(board))
         written = args.publish or args.directory
         print(f"wrote {written / 'leaderboard.md'}")
+        print(f"wrote {write_page(written)}")
         if args.readme:
             from harness.leaderboard import paste_into
 

@@ -147,10 +147,11 @@ class TrainerArgs:
     sqlite:///runs/mlflow.db`). None: csv, and tensorboard where it is installed."""
     completions: NonNegativeInt = 8
     """Rollouts of each step kept with their text in `<run>/completions.parquet` (prompt, completion,
-    reward, feedback, each generated token's advantage, and HP-RLVR's token weights): the first
-    process's first rollouts, so a group-based algorithm's first group; 0: none. Every held-out
-    completion of every evaluation is kept too (`<run>/eval_completions.parquet`).
-    `python -m harness show RUN` prints them. Not a setting of the run's records: changing it
+    reward, feedback, each generated token's advantage and place in the text, and HP-RLVR's token
+    weights): the first process's first rollouts, so a group-based algorithm's first group; 0:
+    none. Every held-out completion of every evaluation is kept too
+    (`<run>/eval_completions.parquet`). `python -m harness show RUN` prints them; a results
+    folder's page (`python -m harness report`) shows them side by side. Not a setting of the run's records: changing it
     resumes a run."""
     checkpoint_every_s: NonNegativeFloat = 30.0
     """A run is checkpointed when this many seconds have passed since its last checkpoint, and at

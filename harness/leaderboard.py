@@ -21,6 +21,7 @@ from harness.records import (
     added,
     load_runs,
     name_of,
+    publish_completions,
     publish_records,
     replaced,
     suite_folders,
@@ -370,7 +371,8 @@ def row_notes(board: pl.DataFrame) -> str:
 
 def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
     """Copy the finished runs of DIR's suites to OUT as compact records (replacing what OUT held
-    of those suites, or with `add`, adding to it) and publish OUT from those records alone: what
+    of those suites, or with `add`, adding to it), with a sample of the rollouts they kept (for
+    the page, harness/report.py), and publish OUT from those records alone: what
     git keeps of a benchmark, and the proof that it is enough to publish again. DIR is a folder
     of suites or one suite."""
     directory, out = Path(directory), Path(out)
@@ -386,6 +388,7 @@ def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
                 print(f"--add: {target}: replacing the published {', '.join(gone)} with the runs of {suite_dir}")
             runs = added(runs, published)
         publish_records(runs, target)
+        publish_completions(suite_dir, target, runs, add=add)
         if target != out:
             publish(target)
     return publish(out)

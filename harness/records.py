@@ -197,6 +197,10 @@ Run = tuple[dict, pl.DataFrame, pl.DataFrame]
 
 # A published suite keeps its runs as three files instead of a folder each (`publish_records`).
 PUBLISHED = ("runs.json", "steps.parquet", "evaluations.parquet")
+KEPT = "completions.parquet"  # and a sample of the rollouts its runs kept, with a `run` column (`kept_completions`)
+STEPS_KEPT = 10
+"""Steps whose kept rollouts a published suite keeps, the same steps for every run: the first,
+the last and evenly between, so that a page of nine runs stays a few MB (harness/report.py)."""
 
 
 def suite_folders(directory: Path) -> list[Path]:
@@ -330,3 +334,45 @@ def publish_records(runs: list[Run], out_dir: Path) -> None:
     for index, name in ((1, "steps"), (2, "evaluations")):
         frames = [run[index].with_columns(run=pl.lit(label)) for label, run in zip(names, runs)]
         write_parquet(pl.concat(frames, how="diagonal_relaxed"), out_dir / PUBLISHED[index])
+
+
+def kept_completions(suite_dir: Path, runs: set[str] | None = None) -> pl.DataFrame | None:
+    """The rollouts a suite's runs kept (`<run>/completions.parquet`, or a published suite's
+    sample of them), a `run` column added, on at most STEPS_KEPT steps that every run kept (a
+    pair's runs see the same prompts at a step); only `runs` where named. None where none kept any."""
+    suite_dir = Path(suite_dir)
+    frames = [
+        pl.read_parquet(path).with_columns(run=pl.lit(path.parent.name))
+        for path in sorted(suite_dir.glob(f"*/{KEPT}"))
+        if (path.parent / "run.json").is_file()
+    ]
+    if not frames and (suite_dir / KEPT).is_file():
+        frames = [pl.read_parquet(suite_dir / KEPT)]
+    kept = pl.concat(frames, how="diagonal_relaxed") if frames else None
+    if kept is not None and runs is not None:
+        kept = kept.filter(pl.col("run").is_in(sorted(runs)))
+    if kept is None or kept.height == 0:
+        return None
+    common = sorted(set.intersection(*(set(g["step"]) for _, g in kept.group_by("run"))))
+    if len(common) > STEPS_KEPT:
+        common = [common[round(i * (len(common) - 1) / (STEPS_KEPT - 1))] for i in range(STEPS_KEPT)]
+    return kept.filter(pl.col("step").is_in(common)).sort("run", "step", "rollout")
+
+
+def publish_completions(suite_dir: Path, out_dir: Path, runs: list[Run], add: bool = False) -> None:
+    """Write the sample `kept_completions` takes of `suite_dir`'s runs to `out_dir` (with `add`,
+    beside what `out_dir` kept of its other published `runs`); remove a stale one where none is kept."""
+    names = {name_of(run) for run in runs}
+    new = kept_completions(suite_dir)
+    frames = [new] if new is not None else []
+    if add and (out_dir / KEPT).is_file():
+        fresh = set() if new is None else set(new["run"])
+        old = pl.read_parquet(out_dir / KEPT).filter(~pl.col("run").is_in(sorted(fresh)))
+        frames.append(old)
+    if frames:
+        write_parquet(pl.concat(frames, how="diagonal_relaxed"), out_dir / KEPT)
+        kept = kept_completions(out_dir, names)
+        if kept is not None:
+            write_parquet(kept, out_dir / KEPT)
+            return
+    (out_dir / KEPT).unlink(missing_ok=True)

@@ -288,6 +288,7 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
     assert main(["leaderboard", str(runs), "--publish", str(published)]) == 0
     suite_dir = published / "math"
     assert sorted(p.name for p in suite_dir.iterdir() if not p.name.startswith(".")) == [
+        "completions.parquet",  # a sample of the rollouts the runs kept, for the page (published/index.html)
         "curves.png",
         "evaluations.parquet",
         "fidelity.png",  # math locates errors: credit fidelity over steps
@@ -316,10 +317,14 @@ def test_published_records_alone_publish_the_same_leaderboard(tmp_path):
     part = tmp_path / "part" / "math"
     shutil.copytree(runs / "math" / "hp_rlvr-seed0", part / "hp_rlvr-seed0")
     assert main(["leaderboard", str(part.parent), "--add"]) == 2  # it adds to a published folder: which?
+    kept = pl.read_parquet(suite_dir / "completions.parquet")
     assert main(["leaderboard", str(part.parent), "--publish", str(published), "--add"]) == 0
     assert pl.read_parquet(suite_dir / "leaderboard.parquet").equals(
         pl.read_parquet(runs / "math" / "leaderboard.parquet")
     )
+    again = pl.read_parquet(suite_dir / "completions.parquet")  # the kept run's rollouts, and the added run's
+    assert again.sort("run", "step", "rollout").equals(kept.sort("run", "step", "rollout"))
+    assert (published / "index.html").is_file()
 
 
 @pytest.mark.slow
