@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "leaderboard":
         from harness.leaderboard import publish
         from harness.provenance import OtherWeights
-        from harness.records import NotOneSuite, suite_folders
+        from harness.records import Damaged, NotOneSuite, suite_folders
 
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
@@ -237,15 +237,28 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             suite_dirs = suite_folders(args.directory)
-            for suite_dir in suite_dirs:
-                if suite_dir != args.directory:
-                    publish(suite_dir)
-            board = publish(args.directory)
+            # DIR's own tables, where it can be written: a read-only DIR is still published to OUT
+            if args.publish is None or writable(args.directory):
+                for suite_dir in suite_dirs:
+                    if suite_dir != args.directory:
+                        publish(suite_dir)
+                board = publish(args.directory)
+            else:
+                print(f"{args.directory} is read-only: its own tables are left as they are", file=sys.stderr)
             if args.publish:
                 from harness.leaderboard import publish_to
 
-                board = publish_to(args.directory, args.publish, add=args.add)
+                try:
+                    board = publish_to(args.directory, args.publish, add=args.add)
+                except (FileNotFoundError, Damaged):
+                    raise
+                except OSError as error:  # a full disk, say: not bad input, and nothing published
+                    print(f"error: publishing to {args.publish}: {error}; it is left as it was", file=sys.stderr)
+                    return 1
         except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except Damaged as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         except NotOneSuite as error:
@@ -363,6 +376,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def writable(folder: Path) -> bool:
+    """Whether files can be written in `folder` and in the folders below it (a read-only mount
+    says no even to root)."""
+    return all(os.access(d, os.W_OK) for d in [folder, *(p for p in folder.iterdir() if p.is_dir())])
 
 
 def evaluate_checkpoints(benchmark, args) -> int:
