@@ -357,25 +357,72 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if machine_refuses(list({id(r.suite): r.suite for r in planned}.values())):
         return 2
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
     from harness.driver import run_benchmark
-
-    if args.smoke:
-        import tempfile
-
-        from harness.plan import smoke
-
-        scratch = Path(tempfile.mkdtemp(prefix="rlvr-smoke-"))
-        run_benchmark(smoke(benchmark), scratch, only)
-        print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
-        return 0
     from harness.provenance import OtherWeights
+    from harness.records import Damaged
 
-    try:
-        run_benchmark(benchmark, args.results, only)
-    except OtherWeights as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with stopped_by_sigterm():
+        try:
+            if args.smoke:
+                import tempfile
+
+                from harness.plan import smoke
+
+                scratch = Path(tempfile.mkdtemp(prefix="rlvr-smoke-"))
+                run_benchmark(smoke(benchmark), scratch, only)
+                print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
+                return 0
+            run_benchmark(benchmark, args.results, only)
+        except (OtherWeights, Damaged) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (SIGTERMException, Terminated):
+            print("stopped by SIGTERM: every step checkpointed is kept; the same command resumes", file=sys.stderr)
+            return TERMINATED
     return 0
+
+
+TERMINATED = 128 + 15
+"""The exit status of a run stopped by SIGTERM (a scheduler's preemption): not success."""
+
+
+class Terminated(SystemExit):
+    """SIGTERM outside a Lightning fit (which stops at the end of its step on its own)."""
+
+    def __init__(self):
+        super().__init__(TERMINATED)
+
+
+def on_sigterm(signum, frame) -> None:
+    import signal
+
+    # Inside a fit Lightning's own handler is installed and calls this one after it has asked the
+    # loop to stop after the step in flight: nothing to do here then.
+    if signal.getsignal(signal.SIGTERM) is on_sigterm:
+        raise Terminated()
+
+
+class stopped_by_sigterm:
+    """`with stopped_by_sigterm():` SIGTERM raises `Terminated` where no fit is running, so that
+    locks are released, half-built files removed, and the process exits with TERMINATED."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.before = None
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.signal(signal.SIGTERM, on_sigterm)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.before is not None:
+            signal.signal(signal.SIGTERM, self.before)
+        return False
 
 
 def writable(folder: Path) -> bool:

@@ -161,7 +161,11 @@ class StepRecorder(L.Callback):
         return resume_point(self.run_dir) or self.run_dir / "checkpoints" / "last.ckpt"
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        due = module.rl_step >= module.schedule.steps or time.perf_counter() - self._last_checkpoint >= self.every_s
+        due = (
+            module.rl_step >= module.schedule.steps
+            or time.perf_counter() - self._last_checkpoint >= self.every_s
+            or getattr(trainer, "received_sigterm", False)  # stopping after this step: keep it
+        )
         # Saving is collective: every process follows the first one's clock.
         if trainer.strategy.broadcast(due, src=0):
             if isinstance(trainer.strategy, ModelParallelStrategy):
@@ -298,7 +302,9 @@ def load_runs(suite_dir: Path) -> list[Run]:
             try:
                 runs.append(read_run(summary.parent))
             except Unreadable as error:
-                print(f"warning: {error}; the run is left out", file=sys.stderr)
+                if str(error) not in _told:  # once a process, however often the suite is read
+                    _told.add(str(error))
+                    print(f"warning: {error}; the run is left out", file=sys.stderr)
         return runs
     if not (suite_dir / PUBLISHED[0]).is_file():
         return []
@@ -308,6 +314,9 @@ def load_runs(suite_dir: Path) -> list[Run]:
     for (name, _), run in zip(sorted(infos.items()), runs):
         check_records(f"{suite_dir}: {name}", run)
     return runs
+
+
+_told: set[str] = set()
 
 
 def read_file(path: Path, read):
