@@ -321,7 +321,9 @@ def test_cached_starting_weights_with_flipped_bytes_are_refused(interrupted, tmp
     flip(entry / "model.safetensors", at=0.9)
     capsys.readouterr()
     assert main(["run", str(config(tmp_path, tmp_path / "cache")), "--results", str(tmp_path / "runs")]) == 2
-    error = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("Loading weights")]
+    error = [
+        line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("Loading weights")
+    ]
     assert len(error) == 1 and f"{entry}: the cached starting weights have digest" in error[0], error
     assert not (tmp_path / "runs" / "math" / "grpo-seed0").exists()
 
