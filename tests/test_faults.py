@@ -21,7 +21,6 @@ from test_e2e import suite
 from harness.__main__ import main
 from harness.records import (
     BackgroundCheckpointIO,
-    check_checkpoint,
     load_runs,
     name_of,
     write_json,
@@ -402,7 +401,7 @@ def test_checkpoints_are_written_in_the_run_folder_not_through_tmpdir(tmp_path, 
 def test_a_checkpoint_carries_its_checksum_and_a_flipped_byte_is_caught(tmp_path):
     import torch
 
-    from harness.records import Damaged
+    from harness.records import Damaged, check_checkpoint
 
     io = BackgroundCheckpointIO()
     path = tmp_path / "last.ckpt"
