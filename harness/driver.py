@@ -236,17 +236,10 @@ def changed_settings(before: dict, now: dict, prefix: str = "") -> list[str]:
 
 def prepare(run_dir: Path, spec: dict, say) -> str:
     """What to do with a run folder: "skip" (finished with these settings), "resume" (interrupted,
-    same settings) or "start". A folder whose recorded settings differ from `spec` is moved
-    aside first, never reused or deleted."""
+    same settings) or "start". A folder whose recorded settings differ from `spec` (or cannot be
+    read) is moved aside first to `.replaced/`, and a finished one whose records cannot be read
+    or disagree to `.damaged/`: never reused or deleted, and run again."""
     recorded = run_dir / "spec.json"
-    if (run_dir / "run.json").exists():
-        try:
-            read_run(run_dir)
-        except Damaged as error:  # set aside and run again, as a run of other settings is
-            aside = run_dir.parent / ".damaged" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            run_dir.rename(aside)
-            say(f"its records are damaged ({error}): the run moved to {aside}, running again")
     if run_dir.exists() and any(run_dir.iterdir()):
         try:
             before = with_added_settings(json.loads(recorded.read_text())) if recorded.exists() else None
@@ -259,6 +252,14 @@ def prepare(run_dir: Path, spec: dict, say) -> str:
             why = changed_settings(before, spec) if before is not None else ["it recorded no settings (spec.json)"]
             shown = "; ".join(why[:4]) + (f"; and {len(why) - 4} more" if len(why) > 4 else "")
             say(f"settings changed since it ran ({shown}): the earlier run moved to {aside}, running again")
+    if (run_dir / "run.json").exists():
+        try:
+            read_run(run_dir)
+        except Damaged as error:  # set aside and run again, as a run of other settings is
+            aside = run_dir.parent / ".damaged" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            run_dir.rename(aside)
+            say(f"its records are damaged ({error}): the run moved to {aside}, running again")
     if (run_dir / "run.json").exists():
         return "skip"
     write_json(spec, recorded)

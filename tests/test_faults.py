@@ -360,6 +360,7 @@ def test_a_damaged_finished_run_is_named_and_set_aside_not_failing_its_neighbour
     """`leaderboard` leaves it out of the tables, saying which; `run` moves it aside and runs it
     again, as it does a folder of other settings."""
     from harness.driver import prepare
+    from harness.records import with_added_settings
 
     runs = run_folders(tmp_path / "runs", short_runs(2))
     damaged = runs / "math" / "hp_rlvr-seed0"
@@ -370,7 +371,7 @@ def test_a_damaged_finished_run_is_named_and_set_aside_not_failing_its_neighbour
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and f"{metrics}: cannot be read" in error[0] and "left out" in error[0], error
     assert pl.read_parquet(runs / "math" / "leaderboard.parquet")["algorithm"].to_list() == ["grpo"]
-    spec = json.loads((damaged / "run.json").read_text())["spec"]
+    spec = with_added_settings(json.loads((damaged / "run.json").read_text())["spec"])
     write_json(spec, damaged / "spec.json")
     said, truncated = [], metrics.read_bytes()
     assert prepare(damaged, spec, said.append) == "start"
