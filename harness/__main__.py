@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "leaderboard":
         from harness.leaderboard import publish
         from harness.provenance import OtherWeights
-        from harness.records import NotOneSuite, suite_folders
+        from harness.records import Damaged, NotOneSuite, suite_folders
 
         if not args.directory.is_dir():
             print(f"error: directory: no such directory: {args.directory}", file=sys.stderr)
@@ -255,15 +255,28 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         try:
             suite_dirs = suite_folders(args.directory)
-            for suite_dir in suite_dirs:
-                if suite_dir != args.directory:
-                    publish(suite_dir)
-            board = publish(args.directory)
+            # DIR's own tables, where it can be written: a read-only DIR is still published to OUT
+            if args.publish is None or writable(args.directory):
+                for suite_dir in suite_dirs:
+                    if suite_dir != args.directory:
+                        publish(suite_dir)
+                board = publish(args.directory)
+            else:
+                print(f"{args.directory} is read-only: its own tables are left as they are", file=sys.stderr)
             if args.publish:
                 from harness.leaderboard import publish_to
 
-                board = publish_to(args.directory, args.publish, add=args.add)
+                try:
+                    board = publish_to(args.directory, args.publish, add=args.add)
+                except (FileNotFoundError, Damaged):
+                    raise
+                except OSError as error:  # a full disk, say: not bad input, and nothing published
+                    print(f"error: publishing to {args.publish}: {error}; it is left as it was", file=sys.stderr)
+                    return 1
         except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except Damaged as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         except NotOneSuite as error:
@@ -364,25 +377,78 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if machine_refuses(list({id(r.suite): r.suite for r in planned}.values())):
         return 2
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
     from harness.driver import run_benchmark
-
-    if args.smoke:
-        import tempfile
-
-        from harness.plan import smoke
-
-        scratch = Path(tempfile.mkdtemp(prefix="rlvr-smoke-"))
-        run_benchmark(smoke(benchmark), scratch, only)
-        print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
-        return 0
     from harness.provenance import OtherWeights
+    from harness.records import Damaged
 
-    try:
-        run_benchmark(benchmark, args.results, only)
-    except OtherWeights as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    with stopped_by_sigterm():
+        try:
+            if args.smoke:
+                import tempfile
+
+                from harness.plan import smoke
+
+                scratch = Path(tempfile.mkdtemp(prefix="rlvr-smoke-"))
+                run_benchmark(smoke(benchmark), scratch, only)
+                print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
+                return 0
+            run_benchmark(benchmark, args.results, only)
+        except (OtherWeights, Damaged) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except (SIGTERMException, Terminated):
+            print("stopped by SIGTERM: every step checkpointed is kept; the same command resumes", file=sys.stderr)
+            return TERMINATED
     return 0
+
+
+TERMINATED = 128 + 15
+"""The exit status of a run stopped by SIGTERM (a scheduler's preemption): not success."""
+
+
+class Terminated(SystemExit):
+    """SIGTERM outside a Lightning fit (which stops at the end of its step on its own)."""
+
+    def __init__(self):
+        super().__init__(TERMINATED)
+
+
+def on_sigterm(signum, frame) -> None:
+    import signal
+
+    # Inside a fit Lightning's own handler is installed and calls this one after it has asked the
+    # loop to stop after the step in flight: nothing to do here then.
+    if signal.getsignal(signal.SIGTERM) is on_sigterm:
+        raise Terminated()
+
+
+class stopped_by_sigterm:
+    """`with stopped_by_sigterm():` SIGTERM raises `Terminated` where no fit is running, so that
+    locks are released, half-built files removed, and the process exits with TERMINATED."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.before = None
+        if threading.current_thread() is threading.main_thread():
+            self.before = signal.signal(signal.SIGTERM, on_sigterm)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.before is not None:
+            signal.signal(signal.SIGTERM, self.before)
+        return False
+
+
+def writable(folder: Path) -> bool:
+    """Whether files can be written in `folder` and in the folders below it (a read-only mount
+    says no even to root)."""
+    return all(os.access(d, os.W_OK) for d in [folder, *(p for p in folder.iterdir() if p.is_dir())])
 
 
 def evaluate_checkpoints(benchmark, args) -> int:

@@ -28,11 +28,11 @@ from pathlib import Path
 import lightning as L
 import polars as pl
 import torch
-from filelock import FileLock, Timeout
 from lightning.pytorch.loggers import CSVLogger
 
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import publish, run_table
+from harness.locks import Lock, exclusive
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
 from harness.progress import bar_shown, progress
@@ -47,8 +47,11 @@ from harness.provenance import (
 from harness.records import (
     MEASURED,
     NOT_IN_SPEC,
+    Damaged,
     StepRecorder,
+    check_checkpoint,
     fmt_duration,
+    read_run,
     records_frame,
     resume_point,
     run_name,
@@ -172,6 +175,7 @@ def build_module(
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
     digest = weights_digest(policy)  # of the weights as loaded, before any adapter
+    check_cached_digest(weights, digest)
     if suite.model.lora is not None:
         add_adapters(policy, suite.model.lora)
     if suite.model.gradient_checkpointing:
@@ -185,6 +189,20 @@ def build_module(
     )
     module.starting_weights_digest = digest
     return module, weights
+
+
+def check_cached_digest(weights: Path, digest: str) -> None:
+    """Raise `Damaged` where cached starting weights are not those that were built there: their
+    digest, recorded in the entry's recipe.json when it was built, differs from the weights' as
+    loaded (bytes flipped, or other weights put in their place). Entries built before the digest
+    was recorded, and weights outside the cache, are not checked."""
+    recipe = Path(weights) / "recipe.json"
+    recorded = json.loads(recipe.read_text()).get("weights_digest") if recipe.is_file() else None
+    if recorded is not None and recorded != digest:
+        raise Damaged(
+            f"{weights}: the cached starting weights have digest {digest}, not the {recorded} they were built with "
+            "(damaged or replaced); delete the folder to build them again"
+        )
 
 
 def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
@@ -218,11 +236,15 @@ def changed_settings(before: dict, now: dict, prefix: str = "") -> list[str]:
 
 def prepare(run_dir: Path, spec: dict, say) -> str:
     """What to do with a run folder: "skip" (finished with these settings), "resume" (interrupted,
-    same settings) or "start". A folder whose recorded settings differ from `spec` is moved
-    aside first, never reused or deleted."""
+    same settings) or "start". A folder whose recorded settings differ from `spec` (or cannot be
+    read) is moved aside first to `.replaced/`, and a finished one whose records cannot be read
+    or disagree to `.damaged/`: never reused or deleted, and run again."""
     recorded = run_dir / "spec.json"
     if run_dir.exists() and any(run_dir.iterdir()):
-        before = with_added_settings(json.loads(recorded.read_text())) if recorded.exists() else None
+        try:
+            before = with_added_settings(json.loads(recorded.read_text())) if recorded.exists() else None
+        except ValueError:  # unreadable: as good as unrecorded
+            before = None
         if before != spec:
             aside = run_dir.parent / ".replaced" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
             aside.parent.mkdir(parents=True, exist_ok=True)
@@ -230,6 +252,14 @@ def prepare(run_dir: Path, spec: dict, say) -> str:
             why = changed_settings(before, spec) if before is not None else ["it recorded no settings (spec.json)"]
             shown = "; ".join(why[:4]) + (f"; and {len(why) - 4} more" if len(why) > 4 else "")
             say(f"settings changed since it ran ({shown}): the earlier run moved to {aside}, running again")
+    if (run_dir / "run.json").exists():
+        try:
+            read_run(run_dir)
+        except Damaged as error:  # set aside and run again, as a run of other settings is
+            aside = run_dir.parent / ".damaged" / f"{run_dir.name}-{datetime.now():%Y%m%dT%H%M%S}"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            run_dir.rename(aside)
+            say(f"its records are damaged ({error}): the run moved to {aside}, running again")
     if (run_dir / "run.json").exists():
         return "skip"
     write_json(spec, recorded)
@@ -251,11 +281,14 @@ def run_one(
     held = None
     if distributed.rank() == 0:
         suite_dir.mkdir(parents=True, exist_ok=True)
-        held = FileLock(suite_dir / f".{run_dir.name}.lock")
-        try:
-            held.acquire(timeout=0)
-            action = prepare(run_dir, run_spec(suite, algorithm, seed), say)
-        except Timeout:
+        held = Lock(suite_dir / f".{run_dir.name}.lock")
+        if held.acquire(wait=False):
+            try:
+                action = prepare(run_dir, run_spec(suite, algorithm, seed), say)
+            except BaseException:
+                held.release()
+                raise
+        else:
             held, action = None, "held"
     elif (run_dir / "run.json").exists():  # the other processes of a multi-device run follow the first's
         action = "skip"
@@ -280,7 +313,7 @@ def run_one(
             raise
     finally:
         if held is not None:
-            held.release()  # its file stays: removing it would let two processes hold two locks
+            held.release()
 
 
 def left_nothing(run_dir: Path) -> None:
@@ -293,6 +326,8 @@ def left_nothing(run_dir: Path) -> None:
 def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path, resume: bool, say) -> float:
     """Train one run to its last step and write its summary; returns the seconds spent preparing."""
     started = time.perf_counter()
+    if resume:
+        check_checkpoint(resume_point(run_dir))  # damaged since it was written: refused, not resumed
     # Processes after the first of a multi-device run exist from its first fit on: the first
     # builds (and caches) the starting weights, the others then load them.
     module, weights = distributed.main_first(lambda: build_module(suite, algorithm, seed, cache_dir))
@@ -311,8 +346,11 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
         module.evaluations = [{"step": 0, **measured[start_key]}]
     if resume:
         metrics = run_dir / "metrics.parquet"  # written from the last checkpoint: its steps are the checkpoint's
-        done = pl.scan_parquet(metrics).select(pl.len()).collect().item() if metrics.exists() else 0
-        say(f"resuming after step {done} of {suite.settings['schedule'].steps}, from {resume_point(run_dir)}")
+        try:
+            done = pl.scan_parquet(metrics).select(pl.len()).collect().item() if metrics.exists() else 0
+            say(f"resuming after step {done} of {suite.settings['schedule'].steps}, from {resume_point(run_dir)}")
+        except (OSError, pl.exceptions.PolarsError):  # damaged: the checkpoint holds its rows, written again
+            say(f"resuming from {resume_point(run_dir)} (its metrics.parquet cannot be read: written again from it)")
     else:
         say(f"starting from {weights}")
     memory = memory_estimate(suite, module)
@@ -347,7 +385,7 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     if not trainer.is_global_zero:
         return preparation_s
     if start_key not in measured:
-        with FileLock(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
+        with exclusive(suite_dir / ".start-evaluations.lock"):  # other processes may add theirs
             _, measured = start_evaluation(suite_dir, weights, module, task_key, suite.trainer.precision)
             start = {k: v for k, v in module.evaluations[0].items() if k != "step"}
             write_json({**measured, start_key: start}, suite_dir / "start-evaluations.json")
@@ -466,7 +504,8 @@ def start_evaluation(
     key = hashlib.sha1(
         json.dumps(
             {
-                "weights": str(weights),
+                # by content: a cache entry rebuilt with other weights under the same path is another start
+                "weights": getattr(module, "starting_weights_digest", None) or str(weights),
                 "task": task_key,
                 # without sampled pass@k, the keys as before
                 "evaluation": {

@@ -5,20 +5,26 @@ a working folder's leaderboards, plots and compact records copied to where they 
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from filelock import FileLock
 from scipy import stats
 
 from algorithms.base import STAGES
+from harness.locks import exclusive
 from harness.provenance import check_same_start, describe, environment_key
 from harness.records import (
+    DIR_MODE,
     Run,
     added,
+    fsync,
     load_runs,
     name_of,
     publish_completions,
@@ -290,16 +296,17 @@ def markdown(frame: pl.DataFrame) -> str:
     return "\n".join([header, rule, *body]) + "\n"
 
 
-def publish(directory: Path) -> pl.DataFrame:
+def publish(directory: Path, at: Path | None = None) -> pl.DataFrame:
     """Write DIR/leaderboard.{parquet,md} (and plots for a suite folder). DIR is either one
     suite's folder (runs below it, or its published records) or a folder of suites. Processes
     that finish runs of the same folder at once publish one after another (a file lock), so the
-    last one's tables hold every run."""
+    last one's tables hold every run. `at`: where DIR will stand once published, when it is
+    staged elsewhere first (`publish_to`): the links are written from there."""
     directory = Path(directory)
     suite_dirs = suite_folders(directory)
     if not suite_dirs:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
-    with FileLock(directory / ".publish.lock"):
+    with exclusive(directory / ".publish.lock"):
         suites = {d: load_runs(d) for d in suite_dirs}
         notes = ""
         for suite_dir, runs in suites.items():
@@ -311,7 +318,7 @@ def publish(directory: Path) -> pl.DataFrame:
         shares = [c for c in board.columns if c.endswith("_share")]
         text = (
             f"# Leaderboard: {directory.name}\n\n{markdown(board.drop(shares))}\n"
-            f"Every column is defined in {columns_link(directory)}.\n\n{row_notes(board)}"
+            f"Every column is defined in {columns_link(at or directory)}.\n\n{row_notes(board)}"
             f"## Where the wall-clock goes (share of each run's training time, mean over seeds)\n\n"
             f"{markdown(board.select('suite', 'task', 'algorithm', 'wall_clock_s', *shares))}"
             + (f"\n## Environments\n\n{notes}" if notes else "")
@@ -374,24 +381,105 @@ def publish_to(directory: Path, out: Path, add: bool = False) -> pl.DataFrame:
     of those suites, or with `add`, adding to it), with a sample of the rollouts they kept (for
     the page, harness/report.py), and publish OUT from those records alone: what
     git keeps of a benchmark, and the proof that it is enough to publish again. DIR is a folder
-    of suites or one suite."""
+    of suites or one suite; nothing is written into it.
+
+    A publication is whole or absent: OUT is staged beside itself (a copy of what it holds, by
+    hard links, then the new records, tables and plots) and swapped in by one rename, under a
+    lock beside OUT that publishers of one OUT take in turn (two `--add` at once keep both
+    runs). An interruption at any point leaves OUT as it was or as the new publication."""
     directory, out = Path(directory), Path(out)
+    if out.is_symlink():
+        out = out.resolve()
     suites = suite_folders(directory)
     if not suites:
         raise FileNotFoundError(f"{directory}: no finished runs (*/run.json) to publish")
-    targets = [out] if suites == [directory] else [out / suite_dir.name for suite_dir in suites]
-    for suite_dir, target in zip(suites, targets):
-        runs = load_runs(suite_dir)
-        if add:
-            published = load_runs(target)
-            if gone := replaced(runs, published):
-                print(f"--add: {target}: replacing the published {', '.join(gone)} with the runs of {suite_dir}")
-            runs = added(runs, published)
-        publish_records(runs, target)
-        publish_completions(suite_dir, target, runs, add=add)
-        if target != out:
-            publish(target)
-    return publish(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(out.parent / f".{out.name}.publish.lock"):
+        recover(out)
+        box = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.publishing-"))
+        try:
+            staged = box / out.name  # its own name: tables and plots are titled by it
+            if out.is_dir():
+                shutil.copytree(out, staged, symlinks=True, copy_function=link_or_copy)
+            else:
+                staged.mkdir()
+                os.chmod(staged, DIR_MODE)
+            whole = suites == [directory]
+            for suite_dir in suites:
+                target = staged if whole else staged / suite_dir.name
+                runs = load_runs(suite_dir)
+                if add:
+                    published = load_runs(target)
+                    if gone := replaced(runs, published):
+                        shown = out if whole else out / suite_dir.name
+                        print(f"--add: {shown}: replacing the published {', '.join(gone)} with the runs of {suite_dir}")
+                    runs = added(runs, published)
+                publish_records(runs, target)
+                publish_completions(suite_dir, target, runs, add=add)
+                if not whole:
+                    publish(target, at=out / suite_dir.name)
+            board = publish(staged, at=out)
+            swap_in(staged, out)
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+    return board
+
+
+def link_or_copy(source: str, target: str) -> None:
+    """A hard link where the file system has them (every write of a publication replaces a file,
+    none writes into one, so the published files are never changed through their links)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux's renameat2 with RENAME_EXCHANGE); False where this system
+    or file system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd = -100
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def swap_in(staged: Path, out: Path) -> None:
+    """`staged` becomes `out` in one rename; what `out` held goes to `staged`'s place. Where the
+    system cannot swap two folders in one step, two renames: the old folder is kept beside as
+    `.OUT.previous` between them, and `recover` puts it back if the second never happened."""
+    if not out.exists():
+        os.rename(staged, out)
+    elif not exchange(staged, out):
+        previous = out.with_name(f".{out.name}.previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        os.rename(out, previous)
+        os.rename(staged, out)
+        shutil.rmtree(previous, ignore_errors=True)
+    fsync(out.parent)
+
+
+def recover(out: Path) -> None:
+    """What an interrupted publication left beside OUT, cleared (with the publish lock held): its
+    staging folders, and the previous publication put back where the swap stopped between its
+    two renames."""
+    previous = out.with_name(f".{out.name}.previous")
+    if previous.is_dir():
+        if out.exists():
+            shutil.rmtree(previous)
+        else:
+            os.rename(previous, out)
+    for left in out.parent.glob(f".{out.name}.publishing-*"):
+        shutil.rmtree(left, ignore_errors=True)
 
 
 def environments_note(suite: str, runs: list[Run]) -> str:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from filelock import FileLock
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import rollout.attention
+from harness.locks import exclusive
 from harness.progress import bar_shown, progress
-from harness.provenance import lock
+from harness.provenance import lock, weights_digest
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
 from harness.shipped import copy_into, shipped
 from harness.tiny import save_tiny
@@ -77,46 +77,61 @@ def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Pa
     if (target / "recipe.json").exists():
         return built_elsewhere_warning(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(target.with_name(key + ".lock")):
+    with exclusive(target.with_name(key + ".lock")):
         if (target / "recipe.json").exists():  # built by another process while this one waited
             return target
         staging = target.with_name(key + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
-        if folder := shipped(key):
-            copy_into(folder, staging)
-            print(
-                f"starting weights {key}: shipped with the project ({folder}, files checked); "
-                "HARNESS_BUILD_WEIGHTS=1 builds them here instead"
-            )
-            staging.rename(target)
-            return built_elsewhere_warning(target)
-        print(f"building the starting weights {target} (cached for every run that needs them)")
-        rl_only = model.warm_start.rl_only if model.warm_start else 0
-        started = time.perf_counter()
-        demonstrated(task, rl_only)  # the task's problems and demonstrations, timed on their own
-        report = {"problems_s": time.perf_counter() - started}
-        if model.preset == "tiny":
-            started = time.perf_counter()
-            save_tiny(model.tiny, staging, corpus=task_corpus(task, rl_only) if model.tiny.vocabulary else None)
-            report["vocabulary_s"] = time.perf_counter() - started
-            base = staging
-        else:
-            base = Path(model.path)
-        if model.warm_start is not None:
-            policy, tokenizer = load_policy(base, model.dtype)
-            report |= warm_start(policy, tokenizer, task, model.warm_start)
-            policy.save_pretrained(staging)
-            tokenizer.save_pretrained(staging)
-            recipe["report"] = report
-            print(
-                f"starting weights built: problems {report['problems_s']:.1f} s, "
-                + (f"vocabulary {report['vocabulary_s']:.1f} s, " if "vocabulary_s" in report else "")
-                + f"training {report['seconds']:.1f} s ({report['batches_s']:.1f} s of it making batches)"
-            )
-        recipe["built_with"] = built_with()
-        (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
+        try:
+            build(model, task, recipe, staging, key)
+        except BaseException:  # SIGTERM, Ctrl-C, a failure: nothing half-built stays
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         staging.rename(target)  # atomic: a cache entry is complete or absent
-    return target
+    return built_elsewhere_warning(target)
+
+
+def build(model: ModelArgs, task: Task, recipe: dict, staging: Path, key: str) -> None:
+    """The starting weights into `staging`, copied from the project's or built, with their
+    recipe.json written last: the recipe, and the digest of the weights as they load (checked
+    whenever they are loaded, harness/driver.py)."""
+    if folder := shipped(key):
+        copy_into(folder, staging)
+        print(
+            f"starting weights {key}: shipped with the project ({folder}, files checked); "
+            "HARNESS_BUILD_WEIGHTS=1 builds them here instead"
+        )
+        recipe = json.loads((staging / "recipe.json").read_text())
+        recipe["weights_digest"] = weights_digest(load_policy(staging, model.dtype)[0])
+        (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
+        return
+    target = staging.with_name(key)
+    print(f"building the starting weights {target} (cached for every run that needs them)")
+    rl_only = model.warm_start.rl_only if model.warm_start else 0
+    started = time.perf_counter()
+    demonstrated(task, rl_only)  # the task's problems and demonstrations, timed on their own
+    report = {"problems_s": time.perf_counter() - started}
+    if model.preset == "tiny":
+        started = time.perf_counter()
+        save_tiny(model.tiny, staging, corpus=task_corpus(task, rl_only) if model.tiny.vocabulary else None)
+        report["vocabulary_s"] = time.perf_counter() - started
+        base = staging
+    else:
+        base = Path(model.path)
+    if model.warm_start is not None:
+        policy, tokenizer = load_policy(base, model.dtype)
+        report |= warm_start(policy, tokenizer, task, model.warm_start)
+        policy.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        recipe["report"] = report
+        print(
+            f"starting weights built: problems {report['problems_s']:.1f} s, "
+            + (f"vocabulary {report['vocabulary_s']:.1f} s, " if "vocabulary_s" in report else "")
+            + f"training {report['seconds']:.1f} s ({report['batches_s']:.1f} s of it making batches)"
+        )
+    recipe["built_with"] = built_with()
+    recipe["weights_digest"] = weights_digest(load_policy(staging, model.dtype)[0])
+    (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
 
 
 def built_with() -> dict:

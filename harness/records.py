@@ -5,9 +5,11 @@ folders or from the compact records that publishing keeps of them."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +22,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.strategies import ModelParallelStrategy
 from lightning_utilities.core.apply_func import apply_to_collection
+from polars.exceptions import PolarsError
 
 from harness.plan import run_name
 from harness.provenance import check_same_start
@@ -34,22 +37,36 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 """What `open` would give a new file: the harness's files are as readable as the user's umask says
 (a shared results folder is read by the group), not mkstemp's private 0600."""
+DIR_MODE = 0o777 & ~_umask()
+"""What `mkdir` would give a new folder (not mkdtemp's 0700)."""
 
 
 def write_atomic(path: Path, write) -> None:
     """Write through a temporary file of its own in the same folder, then rename: readers see the
     old file or the new one, never half of one, and two processes writing the same file at once
-    leave one of their files whole."""
+    leave one of their files whole. The file's data reach the disk before the rename, and the
+    rename before this returns (fsync), so a power loss cannot leave the name on unwritten data."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     tmp = Path(name)
     try:
         write(tmp)
+        fsync(tmp)
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
+        fsync(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def fsync(path: Path) -> None:
+    """Flush a file's data, or a folder's entries, to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_parquet(frame: pl.DataFrame, path: Path) -> None:
@@ -100,7 +117,13 @@ class BackgroundCheckpointIO(TorchCheckpointIO):
         self._pending.append(self._executor.submit(self._write, snapshot, Path(path)))
 
     def _write(self, checkpoint: dict[str, Any], path: Path) -> None:
-        write_atomic(path, lambda tmp: super(BackgroundCheckpointIO, self).save_checkpoint(checkpoint, tmp))
+        # Straight into the run folder: Lightning's own save goes through a file in TMPDIR
+        # (fsspec's transaction), so a small /tmp failed checkpoints that the results disk had room for.
+        def write(tmp: Path) -> None:
+            torch.save(checkpoint, tmp)
+            record_checksum(path, file_sha256(tmp))
+
+        write_atomic(path, write)
         if self.after_write is not None:
             self.after_write(checkpoint)
 
@@ -138,7 +161,11 @@ class StepRecorder(L.Callback):
         return resume_point(self.run_dir) or self.run_dir / "checkpoints" / "last.ckpt"
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        due = module.rl_step >= module.schedule.steps or time.perf_counter() - self._last_checkpoint >= self.every_s
+        due = (
+            module.rl_step >= module.schedule.steps
+            or time.perf_counter() - self._last_checkpoint >= self.every_s
+            or getattr(trainer, "received_sigterm", False)  # stopping after this step: keep it
+        )
         # Saving is collective: every process follows the first one's clock.
         if trainer.strategy.broadcast(due, src=0):
             if isinstance(trainer.strategy, ModelParallelStrategy):
@@ -181,6 +208,57 @@ class StepRecorder(L.Callback):
                 write_parquet(records_frame(state[name]), self.run_dir / f"{name}.parquet")
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def checksum_file(checkpoint: Path) -> Path:
+    return checkpoint.with_name(checkpoint.name + ".sha256")
+
+
+def record_checksum(checkpoint: Path, digest: str) -> None:
+    """`<checkpoint>.sha256`: the sha256 of the checkpoint about to be renamed into place, then of
+    the one it replaces, so that a kill between this write and that rename leaves a checkpoint
+    the file names."""
+    path = checksum_file(checkpoint)
+    before = path.read_text().split()[:1] if path.exists() else []
+    lines = [f"{d}  {checkpoint.name}\n" for d in [digest, *before]]
+    write_atomic(path, lambda tmp: tmp.write_text("".join(lines)))
+
+
+class Damaged(ValueError):
+    """Records or a checkpoint that cannot be used as they are: unreadable, altered since they were
+    written, or disagreeing with each other. Its text is one line naming the file or the field."""
+
+
+class Unreadable(Damaged):
+    """A file of a finished run that cannot be read (truncated, say)."""
+
+
+class Disagree(Damaged):
+    """Records of one run that say different things (an edited figure, files of two publications)."""
+
+
+def check_checkpoint(checkpoint: Path) -> None:
+    """Raise `Damaged` where a checkpoint's bytes are not those written (its `.sha256`). A
+    checkpoint without one (written before checksums were kept, or a sharded folder) passes."""
+    recorded = checksum_file(checkpoint)
+    if not checkpoint.is_file() or not recorded.is_file():
+        return
+    digests = recorded.read_text().split()[::2]
+    digest = file_sha256(checkpoint)
+    if digest not in digests:
+        raise Damaged(
+            f"{checkpoint}: its sha256 ({digest[:16]}) is not the one recorded when it was written "
+            f"({recorded.name}: {digests[0][:16]}): the checkpoint is damaged; move {checkpoint.parent} "
+            "aside to run the run again from its start"
+        )
+
+
 def resume_point(run_dir: Path) -> Path | None:
     """The checkpoint an interrupted run resumes from, if any: the last one, or the one before it
     where a kill fell between the two renames of a sharded save."""
@@ -217,23 +295,85 @@ def is_suite(folder: Path) -> bool:
 
 def load_runs(suite_dir: Path) -> list[Run]:
     """Every finished run of a suite, by run name: from its run folders (`<run>/run.json`), or,
-    in a published suite folder, from its compact records."""
+    in a published suite folder, from its compact records. A run folder whose files cannot be
+    read is named on stderr and left out (its neighbours are read); records that disagree with
+    each other, or published records that cannot be read, raise `Damaged`."""
     suite_dir = Path(suite_dir)
     summaries = sorted(suite_dir.glob("*/run.json"))
     if summaries:
-        return [
-            (
-                current(json.loads(s.read_text())),
-                pl.read_parquet(s.parent / "metrics.parquet"),
-                pl.read_parquet(s.parent / "eval.parquet"),
-            )
-            for s in summaries
-        ]
+        runs = []
+        for summary in summaries:
+            try:
+                runs.append(read_run(summary.parent))
+            except Unreadable as error:
+                if str(error) not in _told:  # once a process, however often the suite is read
+                    _told.add(str(error))
+                    print(f"warning: {error}; the run is left out", file=sys.stderr)
+        return runs
     if not (suite_dir / PUBLISHED[0]).is_file():
         return []
-    infos = json.loads((suite_dir / PUBLISHED[0]).read_text())
-    steps, evals = (pl.read_parquet(suite_dir / name) for name in PUBLISHED[1:])
-    return [(current(info), rows_of(steps, name), rows_of(evals, name)) for name, info in sorted(infos.items())]
+    infos = read_file(suite_dir / PUBLISHED[0], lambda p: json.loads(p.read_text()))
+    steps, evals = (read_file(suite_dir / name, pl.read_parquet) for name in PUBLISHED[1:])
+    runs = [(current(info), rows_of(steps, name), rows_of(evals, name)) for name, info in sorted(infos.items())]
+    for (name, _), run in zip(sorted(infos.items()), runs):
+        check_records(f"{suite_dir}: {name}", run)
+    return runs
+
+
+_told: set[str] = set()
+
+
+def read_file(path: Path, read):
+    """`read(path)`, or `Unreadable` naming the file and what is wrong with it, in one line."""
+    try:
+        return read(path)
+    except (OSError, ValueError, PolarsError) as error:
+        what = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise Unreadable(f"{path}: cannot be read ({what})") from None
+
+
+def read_run(run_dir: Path) -> Run:
+    """A finished run's records from its folder, checked against each other (`check_records`)."""
+    run = (
+        current(read_file(run_dir / "run.json", lambda p: json.loads(p.read_text()))),
+        read_file(run_dir / "metrics.parquet", pl.read_parquet),
+        read_file(run_dir / "eval.parquet", pl.read_parquet),
+    )
+    check_records(str(run_dir), run)
+    return run
+
+
+def check_records(where: str, run: Run) -> None:
+    """Raise `Disagree`, naming the run and the field, where a run's summary, its steps and its
+    evaluations say different things about the same figure: the steps run, their numbering,
+    the rollouts counted, the group size, and the held-out accuracy at the start and the end."""
+    info, metrics, evals = run
+
+    def differs(field: str, summary, records, source: str) -> None:
+        raise Disagree(
+            f"{where}: its {field} differs between its summary ({summary}) and its {source} ({records}): "
+            "its records were altered or mixed; refused"
+        )
+
+    if info.get("steps") is not None and metrics.height != info["steps"]:
+        differs("steps", info["steps"], f"{metrics.height} rows", "steps")
+    if "step" in metrics.columns and metrics["step"].to_list() != list(range(1, metrics.height + 1)):
+        differs("step", f"1..{metrics.height}", metrics["step"].to_list(), "steps")
+    if {"rollouts", "rollouts_total"} <= set(metrics.columns) and metrics.height:
+        if metrics["rollouts_total"][-1] != metrics["rollouts"].sum():
+            differs("rollouts", metrics["rollouts_total"][-1], int(metrics["rollouts"].sum()), "steps (summed)")
+    if "group_size" in metrics.columns and info.get("group_size") is not None:
+        if set(metrics["group_size"].drop_nulls().to_list()) - {info["group_size"]}:
+            differs("group_size", info["group_size"], sorted(set(metrics["group_size"].to_list())), "steps")
+    if evals.height and "accuracy" in evals.columns:
+        if evals["accuracy"][0] != info.get("accuracy_before"):
+            differs("accuracy_before", info.get("accuracy_before"), evals["accuracy"][0], "evaluations")
+        if evals["accuracy"][-1] != info.get("accuracy_after"):
+            differs("accuracy_after", info.get("accuracy_after"), evals["accuracy"][-1], "evaluations")
+    if "eval/accuracy" in metrics.columns:
+        logged = metrics["eval/accuracy"].drop_nulls()
+        if len(logged) and logged[-1] != info.get("accuracy_after"):
+            differs("accuracy_after", info.get("accuracy_after"), logged[-1], "steps (eval/accuracy)")
 
 
 def current(info: dict) -> dict:

@@ -244,6 +244,8 @@ def test_a_run_recorded_before_a_setting_was_added_is_still_finished_with_these_
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(recorded))
     (run_dir / "run.json").write_text("{}")
+    for records in ("metrics.parquet", "eval.parquet"):  # a finished run's records, readable (else set aside)
+        pl.DataFrame().write_parquet(run_dir / records)
     said = []
     assert prepare(run_dir, now, said.append) == "skip" and said == []
     assert protocol(current({**recorded, "spec": recorded})) == protocol(now)
