@@ -31,7 +31,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from harness.config import Benchmark, Suite, TrainerArgs
-from harness.leaderboard import publish, run_table
+from harness.leaderboard import compact, publish, run_table
 from harness.locks import Lock, exclusive
 from harness.models import load_policy, starting_weights, weights_recipe
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
@@ -58,6 +58,7 @@ from harness.records import (
     with_added_settings,
     write_json,
 )
+from harness.report import write as write_page
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
@@ -112,7 +113,10 @@ def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = 
         if distributed.rank() == 0 and any((results / suite.name).glob("*/run.json")):
             publish(results / suite.name)
     if distributed.rank() == 0 and any(results.glob("*/*/run.json")):
-        publish(results)
+        board = publish(results)
+        page = write_page(results)
+        print(compact(board))  # what the run found, as lm-eval ends with its table
+        print(f"wrote {results / 'leaderboard.md'} and {page}")
 
 
 class Progress:

@@ -26,6 +26,19 @@ def run(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_a_run_ends_with_its_table_and_its_page(tmp_path, capsys):
+    """As lm-eval ends with its results table: the compact leaderboard, and where the page is."""
+    spec = suite("pair", "test_e2e.ParityReward", steps=1)
+    config = tmp_path / "b.yaml"
+    config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
+    assert main(["run", str(config), "--results", str(tmp_path / "runs")]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[-1] == f"wrote {tmp_path / 'runs' / 'leaderboard.md'} and {tmp_path / 'runs' / 'index.html'}"
+    assert any(line.startswith("| pair |") for line in said)
+    assert (tmp_path / "runs" / "index.html").is_file()
+
+
+@pytest.mark.slow
 def test_each_step_keeps_its_first_rollouts_with_the_verdict_of_their_own_text(run):
     for algorithm, kept in (("grpo", 5), ("hp_rlvr", 4)):  # 5 of GRPO's 16 rollouts a step; HP-RLVR has 4
         rows = pl.read_parquet(run / "runs" / "pair" / f"{algorithm}-seed0" / "completions.parquet")
