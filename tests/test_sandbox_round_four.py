@@ -328,3 +328,34 @@ def test_a_standard_value_of_the_tests_can_be_passed(contained, test):
     """range, a generator expression, map, filter, zip, Fraction, Decimal, deque, named tuples (the
     program's own class where it has one): rebuilt in the candidate."""
     assert contained(STANDARD, test + "\n").verdict == Verdict(1.0, "all tests passed")
+
+
+BUFFERS = """
+import socket
+
+def fill(limit):
+    total, pairs = 0, []
+    while total < limit:
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        pairs.append((a, b))
+        while total < limit:
+            try:
+                total += a.send(b"x" * 65536)
+            except (BlockingIOError, OSError):
+                break
+    return total
+"""
+
+
+def test_socket_buffers_count_against_the_jobs_memory(contained):
+    """Data queued in socketpairs the program never reads is kernel memory, charged to the job's
+    memory cgroup like its own: 8 MiB fits a 64 MiB job, 256 MiB ends it as a memory failure."""
+    from tasks.sandbox import isolation
+
+    if isolation().memory_cgroup is None:
+        pytest.skip("no memory cgroup here: the job's memory is its address space only")
+    within = contained(BUFFERS, f"assert fill({8 << 20}) >= {8 << 20}\n", memory_mb=64).verdict
+    assert within == Verdict(1.0, "all tests passed")
+    beyond = contained(BUFFERS, f"assert fill({256 << 20}) >= {256 << 20}\n", memory_mb=64).verdict
+    assert beyond.reward == 0.0 and "memory limit exceeded" in beyond.feedback

@@ -45,7 +45,7 @@ for containers. The standard library's common values are tagged for the judge to
 own objects (`_standard`): ["c"] complex, ["y"] bytearray, ["r"] range, ["K"], ["V"], ["I"]
 dictionary views, ["C"] Counter, ["O"] OrderedDict, ["D", [FACTORY, PAIRS]] defaultdict, ["Q",
 [MAXLEN, ITEMS]] deque, ["q"] Fraction, ["m"] Decimal, ["n", [NAME, FIELDS, ITEMS]] a named
-tuple, ["g", ITEMS] a generator or other iterator, read to its end. Only exact types count (a
+tuple, ["g", ITEMS] a builtin iterator, read to its end (a generator is held, as a function is). Only exact types count (a
 subclass of int or str is not plain: its methods are the program's). NAME and MODULE are ["u", HEX] too. EXC is the name of the builtin exception
 class nearest the one raised (its own with "own": false; a class of the program's own is named
 by its nearest builtin base, with "own": true); LINE the innermost line of the program in the traceback;
