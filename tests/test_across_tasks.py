@@ -60,8 +60,8 @@ def published(folder, suite, scores):
         for a, s, b, e in scores
     }
     (folder / "runs.json").write_text(json.dumps(runs))
-    for name in ("steps", "evaluations"):
-        pl.DataFrame({"step": [0] * len(runs), "run": list(runs)}).write_parquet(folder / f"{name}.parquet")
+    for name, step in (("steps", 1), ("evaluations", 0)):  # one step a run, and its start's evaluation
+        pl.DataFrame({"step": [step] * len(runs), "run": list(runs)}).write_parquet(folder / f"{name}.parquet")
 
 
 def test_the_summary_reads_published_suites_and_writes_its_table(tmp_path, capsys):
