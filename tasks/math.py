@@ -47,18 +47,39 @@ def last_boxed(text: str) -> str | None:
     return None  # unclosed
 
 
-STEP = re.compile(r"(?<![\d=])(-?\d+)([+*-])(-?\d+)=(-?\d+)")
+STEP = re.compile(r"(?<![\d=+*-])(-?\d+(?:[+*-]-?\d+)+)=(-?\d+)")
+"""A worked step as written: a chain of integers and operators, `=`, its value (`26*3+5=83` is one
+step, not the step `3+5=83`)."""
+OPERATION = re.compile(r"([+*-])(-?\d+)")
+
+
+def value_of(chain: str) -> int:
+    """A chain's value as arithmetic reads it: products first, then sums left to right."""
+    first = re.match(r"-?\d+", chain)
+    terms, product = [], int(first.group())
+    for op, number in OPERATION.findall(chain[first.end() :]):
+        if op == "*":
+            product *= int(number)
+        else:
+            terms.append(product)
+            product = int(number) if op == "+" else -int(number)
+    return sum(terms) + product
+
+
+def worked_steps(completion: str) -> list[tuple[re.Match, int]]:
+    """Each worked step, with the value its own expression has."""
+    return [(match, value_of(match.group(1))) for match in STEP.finditer(completion)]
 
 
 def wrong_steps(completion: str) -> tuple[tuple[int, int], ...] | None:
-    """The character spans of the first worked step `a op b=c` whose arithmetic is wrong given its
-    own operands, and of everything that follows from it: every later step and the final answer
-    after the last `####`. None if every step is right, or there are none to check."""
-    steps = list(STEP.finditer(completion))
-    for k, match in enumerate(steps):
-        a, op, b, c = match.groups()
-        if {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op] != int(c):
-            spans = [step.span() for step in steps[k:]]
+    """The character spans of the first worked step whose arithmetic is wrong given what it wrote
+    (`a op b=c`, or a chain of several, `a op b op c=d`), and of everything that follows from it:
+    every later step and the final answer after the last `####`. None if every step is right, or
+    there are none to check."""
+    steps = worked_steps(completion)
+    for k, (match, value) in enumerate(steps):
+        if value != int(match.group(2)):
+            spans = [step.span() for step, _ in steps[k:]]
             mark = completion.rfind(ANSWER_MARK)
             if mark > spans[-1][1]:
                 answer = completion[mark + len(ANSWER_MARK) :]
@@ -70,12 +91,10 @@ def wrong_steps(completion: str) -> tuple[tuple[int, int], ...] | None:
 
 
 def first_wrong_step(completion: str) -> tuple[int, int] | None:
-    """(its number, counting from 1; the value it should give) of the first worked step
-    `a op b=c` whose arithmetic is wrong, if any."""
-    for number, match in enumerate(STEP.finditer(completion), 1):
-        a, op, b, c = match.groups()
-        value = {"+": int(a) + int(b), "-": int(a) - int(b), "*": int(a) * int(b)}[op]
-        if value != int(c):
+    """(its number, counting from 1; the value it should give) of the first worked step whose
+    arithmetic is wrong, if any."""
+    for number, (match, value) in enumerate(worked_steps(completion), 1):
+        if value != int(match.group(2)):
             return number, value
     return None
 

@@ -26,6 +26,8 @@ def texts(completion, spans):
         (" 3*9=27 14-27=-13 #### -13", None),  # every step right
         (" I do not know", None),  # nothing to check
         (" 5+5=11", ["5+5=11"]),  # no final answer
+        (" 26*3+5=83 #### 83", None),  # a chained step, right as written (not the step 3+5=83)
+        (" 26*3+5=84 5+1=6 #### 6", ["26*3+5=84", "5+1=6", "6"]),  # a chained step, wrong as written
     ],
 )
 def test_the_math_task_locates_the_first_wrong_step_and_what_follows(completion, wrong):

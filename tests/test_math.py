@@ -1,9 +1,10 @@
 import json
+import random
 
 import pytest
 
 from tasks.base import Verdict
-from tasks.math import Arithmetic, MathTask, check_answer, final_answer, generate_problem
+from tasks.math import Arithmetic, MathTask, check_answer, final_answer, generate_problem, value_of
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,18 @@ def test_feedback_says_what_was_wrong_without_repeating_the_completion():
     assert check_answer("70", " 3*9=26 44+26=70 #### 70") == Verdict(1.0, "correct")
     assert check_answer("71", " 3*9=26 44+26=70 #### 70") == Verdict(0.0, "wrong: expected 71; step 1 should give 27")
     assert check_answer("71", " 3*9=27 44+27=70 #### 70").feedback == "wrong: expected 71; step 2 should give 71"
+    # a step written as one chain is read whole, as arithmetic reads it
+    assert check_answer("84", " 26*3+5=83 #### 83").feedback == "wrong: expected 84"
+    assert check_answer("84", " 26*3+6=83 #### 83").feedback == "wrong: expected 84; step 1 should give 84"
+
+
+def test_a_chain_is_valued_as_python_values_it():
+    """`value_of` against a direct computation: Python's own arithmetic on random chains."""
+    rng = random.Random(0)
+    for _ in range(2000):
+        terms = [str(rng.randint(-30, 30)) for _ in range(rng.randint(2, 5))]
+        chain = terms[0] + "".join(rng.choice("+-*") + t for t in terms[1:])
+        assert value_of(chain) == eval(chain.replace("--", "- -")), chain  # noqa: S307 - digits and operators only
 
 
 def test_final_answer_takes_the_last_mark_and_its_line():
