@@ -115,6 +115,16 @@ def run_table(runs: list[Run]) -> pl.DataFrame:
                 "accuracy_after": info["accuracy_after"],
                 "zero_grad_fraction": float(metrics["zero_grad_updates"].sum() / records) if records else None,
                 "grad_norm_records": int(records),
+                # where the clip acted (TRL's clip_ratio/...): 0 throughout is a clip that never bound
+                **{
+                    f"clip_ratio_{k}": float(metrics[f"clip_ratio/{k}_mean"].mean())
+                    for k in ("low", "high", "region")
+                    if f"clip_ratio/{k}_mean" in metrics.columns
+                },
+                # dynamic sampling: the share of steps that trained on fewer groups than asked
+                "short_step_share": float((metrics["dynamic_sampling/short"] > 0).mean())
+                if "dynamic_sampling/short" in metrics.columns
+                else None,
                 "tokens_generated": int(metrics["tokens/generated"].sum()),
                 # rollouts (left out of their update) and held-out items the verifier could not judge;
                 # None for runs recorded before it was counted (their verifier's failures read as 0)
@@ -231,6 +241,7 @@ def aggregate(runs: pl.DataFrame) -> pl.DataFrame:
                 "vs_reference_seeds_needed": versus.seeds_needed if versus else None,
                 **{c: g[c].mean() for c in g.columns if c.startswith("pass@")},
                 "zero_grad_fraction": float(g["zero_grad_fraction"].mean()),
+                **{c: float(g[c].mean()) for c in CLIPS if c in g.columns and g[c].null_count() < g.height},
                 "tokens_generated": int(g["tokens_generated"].mean()),
                 "unjudged": int(g["unjudged"].sum())
                 if "unjudged" in g.columns and g["unjudged"].null_count() < g.height
@@ -261,6 +272,8 @@ def step_means(metrics: pl.DataFrame, columns: tuple[str, ...], prefix: str) -> 
     return means
 
 
+CLIPS = ("clip_ratio_low", "clip_ratio_high", "clip_ratio_region", "short_step_share")
+"""How often an algorithm's clips bound, and DAPO's short steps: a part of a recipe that never acts shows as 0."""
 FIDELITY = ("blame_on_error", "blame_lift", "reinforced_error", "reinforced_lift")
 """Credit fidelity's columns (algorithms/fidelity.py; docs/results.md), for tasks that locate errors."""
 

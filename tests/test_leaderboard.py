@@ -172,6 +172,25 @@ def test_credit_fidelity_is_the_mean_over_the_steps_that_had_it_and_absent_where
     assert "blame_lift" not in run_table([(info, two_steps(), pl.DataFrame())]).columns
 
 
+def test_clip_fractions_and_short_steps_show_what_acted():
+    """A clip that bound on 10% and 30% of two steps' tokens: 0.2; one that never bound: 0, not
+    absent; DAPO's steps short of groups on one step of two: a share of 0.5."""
+    from harness.leaderboard import run_table
+
+    info = run_info(accuracy_before=0.5, accuracy_after=0.5)
+    clipped = {
+        "clip_ratio/low_mean": [0.0, 0.0],
+        "clip_ratio/high_mean": [0.1, 0.3],
+        "clip_ratio/region_mean": [0.1, 0.3],
+    }
+    row = run_table([(info, two_steps(**clipped, **{"dynamic_sampling/short": [0, 3]}), pl.DataFrame())]).row(
+        0, named=True
+    )
+    assert (row["clip_ratio_low"], row["clip_ratio_high"], row["short_step_share"]) == (0.0, pytest.approx(0.2), 0.5)
+    plain = run_table([(info, two_steps(), pl.DataFrame())]).row(0, named=True)
+    assert plain["short_step_share"] is None and "clip_ratio_high" not in plain
+
+
 def test_final_accuracy_has_an_exact_binomial_interval_and_a_paired_test_against_the_reference():
     from scipy import stats
 
