@@ -27,7 +27,9 @@ its code, with the invalid-action penalty, in tests/test_gigpo.py:
 Its defaults: step_weight 1 and gamma 0.95 (every GiGPO example of verl-agent), eps 1e-6, and std
 scaling as its ALFWorld example ("mean_std_norm"; its config's default is "mean_norm"). Two
 differences: a group whose values are all equal gives exactly 0 here (there, up to rounding), as
-GRPO's does; its ALFWorld reward is 10 for a win, ours 1 (the same credit under std scaling).
+GRPO's does; its ALFWorld reward is 10 for a win, ours 1: the same credit under std scaling
+without the invalid-action penalty, but not with it, whose size counts against a win's (its 0.1
+of a 10-point win is 0.01 of ours: `invalid_penalty: 0.01` in configs/zoo.yaml).
 """
 
 from __future__ import annotations
@@ -150,10 +152,12 @@ class GiGPO(GRPO):
         """step_weight: omega, the step-level credit's weight. gamma: the discount of step returns.
         scale_by_std: divide both levels by their group's std (verl-agent's mean_std_norm).
         per_turn_episode_stats: the episode level's mean and std weigh episodes by their turns.
-        invalid_penalty: taken from a turn's episode score and from its return, where the
-        environment did not take its command (verl-agent's invalid_action_penalty_coef, 0.1 in its ALFWorld recipe;
-        there a command is invalid when its output's format is, here when ALFWorld cannot carry
-        it out). Its recipe's KL loss is the shared update's: `update: {kl_coef: 0.01}` (k3)."""
+        invalid_penalty: taken from a turn's episode score and from its return, where its
+        command was not well formed (verl-agent's invalid_action_penalty_coef, 0.1 of a 10-point
+        win in its ALFWorld recipe, where an action is invalid when it cannot be parsed from the
+        output; here when it fits none of the game's command templates, `Answer.valid`, not when
+        the game could not carry it out). Its recipe's KL loss is the shared update's:
+        `update: {kl_coef: 0.01}` (k3)."""
         super().__init__(group_size=group_size, scale_by_std=scale_by_std, eps=eps, **base)
         self.step_weight, self.gamma, self.per_turn_episode_stats = step_weight, gamma, per_turn_episode_stats
         self.invalid_penalty = invalid_penalty

@@ -382,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.driver import run_benchmark
     from harness.provenance import OtherWeights
     from harness.records import Damaged
+    from tasks.reward import RewardError
 
     with stopped_by_sigterm():
         try:
@@ -395,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"smoke run finished: its runs and leaderboards are in {scratch} (they measure nothing)")
                 return 0
             run_benchmark(benchmark, args.results, only)
-        except (OtherWeights, Damaged) as error:
+        except (OtherWeights, Damaged, RewardError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         except (SIGTERMException, Terminated):

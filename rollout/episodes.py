@@ -40,7 +40,8 @@ class Answer:
     reward: float = 0.0
     """The reward this command earned, as the environment gives it."""
     valid: bool = True
-    """The environment took the command (GiGPO's invalid-action penalty reads it)."""
+    """The command was well formed: one the environment can read (GiGPO's invalid-action penalty
+    reads it, as verl-agent's reads whether an action could be parsed)."""
     failed: str | None = None
     """The environment's own failure, not the policy's (the rollout is then unjudged): why."""
 

@@ -373,7 +373,7 @@ MUTANTS = [
     (
         "hp-rlvr: feedback dropped from the block",
         "algorithms/hp_rlvr.py",
-        "verdict = [] if feedback is None else encode(template.feedback + feedback)",
+        "verdict = [] if feedback is None else encode(template.feedback + as_text(feedback, tokenizer))",
         "verdict = []",
         ALGORITHMS + ["tests/test_feedback.py"],
     ),
@@ -1610,7 +1610,7 @@ MUTANTS = [
     (
         "alfworld: every command recorded as taken (#50)",
         "tasks/alfworld/task.py",
-        "                valid=r.observation.strip() != INVALID_ANSWER,",
+        "                valid=well_formed(command),",
         "                valid=True,",
         ["tests/test_feedback.py::test_alfworld_feedback_is_the_outcome_only"],
     ),
@@ -1631,8 +1631,8 @@ MUTANTS = [
     (
         "math: the steps after the first wrong one left out (#51)",
         "tasks/math.py",
-        "            spans = [step.span() for step in steps[k:]]",
-        "            spans = [steps[k].span()]",
+        "            spans = [step.span() for step, _ in steps[k:]]",
+        "            spans = [steps[k][0].span()]",
         ["tests/test_fidelity.py"],
     ),
     (
@@ -1824,8 +1824,8 @@ MUTANTS = [
     (
         "round three: objects given before the tests call a class",
         "tasks/sandbox/judge.py",
-        "            if is_class and not objects_on:",
-        "            if not objects_on:",
+        "    objects_on = []  # not empty once the tests have called one of the program's classes",
+        "    objects_on = [True]",
         [ROUND_THREE + "test_an_object_of_the_programs_is_refused_while_the_tests_use_none_of_its_classes"],
     ),
     (
@@ -2035,5 +2035,83 @@ MUTANTS = [
         "    rollouts.truncated = [bool(own) and own[-1].truncated for own in answers]",
         "    rollouts.truncated = [bool(own) and own[-1].done for own in answers]",
         ["tests/test_episodes.py::test_only_an_episode_the_turn_limit_cut_is_truncated"],
+    ),
+    # the fourth red team (docs/sandbox.md): each behaviour's mutant runs the tests that pin it
+    (
+        "red team four: the scorer evaluates answers with Python's eval",
+        "tasks/reasoning_gym/worker.py",
+        "            with read_safely(*scorer):",
+        "            with read_safely():",
+        ["tests/test_reasoning_gym.py::test_an_answer_the_scorer_evaluates_cannot_write_its_own_score"],
+    ),
+    (
+        "red team four: sympy evaluates any code",
+        "tasks/reasoning_gym/answers.py",
+        "        if not isinstance(node, NODES):",
+        "        if False:",
+        ["tests/test_reasoning_gym.py::test_honest_answers_with_arithmetic_and_sympy_functions_are_read"],
+    ),
+    (
+        "red team four: a scorer that died idle blames the next answers",
+        "tasks/reasoning_gym/scorer.py",
+        "            if self.process is not None and self.process.poll() is not None:",
+        "            if False:",
+        ["tests/test_reasoning_gym.py::test_a_scorer_that_died_while_idle_is_started_again_without_blaming_an_answer"],
+    ),
+    (
+        "red team four: a stdio case timed by the candidate alone",
+        "tasks/sandbox/judge.py",
+        "        if answer is not None and time.monotonic() - start > limit_s + CASE_OVERHEAD_S:",
+        "        if False:",
+        ["tests/test_sandbox_stdio.py::test_a_script_that_pauses_the_process_timing_it_still_times_out"],
+    ),
+    (
+        "red team four: a program's class name in the feedback",
+        "tasks/sandbox/judge.py",
+        "        return Remote(number, kind_name if kind_name in wanted else None, ask)",
+        "        return Remote(number, kind_name, ask)",
+        ["tests/test_sandbox_round_four.py::test_a_class_name_the_program_chooses_never_appears_in_the_feedback"],
+    ),
+    (
+        "red team four: membership decided by the program's object",
+        "tasks/sandbox/judge.py",
+        '        if self._remote_named:\n            return bool(_operation("contains", self, item))',
+        '        if True:\n            return bool(_operation("contains", self, item))',
+        ["tests/test_sandbox_round_four.py::test_an_object_the_program_returns_cannot_contain_everything"],
+    ),
+    (
+        "red team four: the tests' values sent to any object",
+        "tasks/sandbox/judge.py",
+        "    if any(type(o) is Remote and not o._remote_named for o in operands) and any(",
+        "    if False and any(",
+        ["tests/test_sandbox_round_four.py::test_the_tests_expected_values_never_reach_an_object_the_program_returned"],
+    ),
+    (
+        "red team four: special tokens in feedback become tokens",
+        "rollout/batch.py",
+        '            text = text.replace(s, "")',
+        "            return text",
+        ["tests/test_feedback.py::test_special_token_text_in_feedback_stays_text_in_the_hindsight_block"],
+    ),
+    (
+        "red team four: control characters kept in feedback",
+        "rollout/batch.py",
+        "        if not text.isprintable():",
+        "        if False:",
+        ["tests/test_feedback.py::test_feedback_is_plain_text_without_control_or_format_characters"],
+    ),
+    (
+        "math: a chain valued left to right",
+        "tasks/math.py",
+        '        if op == "*":\n            product *= int(number)',
+        "        if False:\n            product *= int(number)",
+        ["tests/test_math.py::test_a_chain_is_valued_as_python_values_it"],
+    ),
+    (
+        "gigpo: every refused command penalised as malformed",
+        "tasks/alfworld/task.py",
+        "    return COMMAND_FORMS.fullmatch(command.strip()) is not None",
+        "    return bool(command.strip())",
+        ["tests/test_alfworld_task.py::test_a_command_is_well_formed_when_the_games_grammar_reads_it"],
     ),
 ]

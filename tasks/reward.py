@@ -14,6 +14,12 @@ written in the file, the completion, and every other field of the row by its nam
 float in [0, 1], a `(float, feedback)` pair, or a `tasks.base.Verdict`; feedback is the text
 HP-RLVR's hindsight block and SDPO's teacher read (empty: the outcome alone).
 
+A row on which the function raises is unjudged, not wrong (its rollouts are left out of the update
+and counted in `verify/unjudged`; the first is named in one warning line); a value that is none of
+the three, or a reward outside [0, 1], stops the run with one line naming the row (exit 2). `run
+CONFIG --check` calls the function on a few rows first (with their demonstration, or an empty
+completion) and refuses it in one line where it raises or gives such a value.
+
 It is the user's own code and runs in the harness process. A completion that must be executed
 (a program) goes through the sandbox instead: call `tasks.code.run_program(program, tests,
 timeout_s)` inside the function and return its verdict, or use `tasks.code.CodeTask`.
@@ -24,6 +30,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -31,6 +39,14 @@ from pathlib import Path
 
 from rollout.ranges import ConfigPath, NonNegativeInt
 from tasks.base import Problem, Task, Verdict
+
+log = logging.getLogger(__name__)
+CHECKED_ROWS = 8
+"""Rows `--check` calls the reward function on."""
+
+
+class RewardError(ValueError):
+    """The reward function gave what no reward can be: the run stops, naming the row."""
 
 
 def import_reward(path: str) -> Callable:
@@ -106,6 +122,12 @@ class RewardTask(Task):
             raise ValueError(
                 f"reward: {task.reward} cannot take prompt, completion and the row's fields ({error})"
             ) from None
+        for problem in task.train_problems()[:CHECKED_ROWS]:
+            try:
+                said = function(completion=problem.demonstration, **json.loads(problem.answer))
+            except Exception as error:  # noqa: BLE001 - the user's function: named, in one line
+                raise ValueError(f"reward: {task.reward} raised {error!r:.120} on row {problem.id}") from None
+            task.read(said, problem.id)
 
     @cached_property
     def fields(self) -> list[str]:
@@ -163,13 +185,39 @@ class RewardTask(Task):
         return self._splits[1]
 
     def verify(self, problem: Problem, completion: str) -> Verdict:
-        said = self._reward(completion=completion, **json.loads(problem.answer))
+        try:
+            said = self._reward(completion=completion, **json.loads(problem.answer))
+        except Exception as error:  # noqa: BLE001 - the function's failure, not the completion's
+            if not self._told:
+                self._told.append(problem.id)
+                log.warning(
+                    "reward: %s raised %r on row %s; the rows it raises on are unjudged "
+                    "(left out of the update, counted in verify/unjudged)",
+                    self.reward,
+                    error,
+                    problem.id,
+                )
+            return Verdict(0.0, f"the reward function raised {type(error).__name__}", judged=False)
+        return self.read(said, problem.id)
+
+    @cached_property
+    def _told(self) -> list[str]:
+        return []
+
+    def read(self, said, row: str) -> Verdict:
+        """The verdict of what the function returned, or RewardError naming the row."""
+        number = lambda x: isinstance(x, (int, float)) and not isinstance(x, complex)  # noqa: E731
         if isinstance(said, Verdict):
             verdict = said
-        elif isinstance(said, tuple) and len(said) == 2:
-            verdict = Verdict(float(said[0]), str(said[1]))
-        else:
+        elif isinstance(said, tuple) and len(said) == 2 and number(said[0]) and isinstance(said[1], str):
+            verdict = Verdict(float(said[0]), said[1])
+        elif number(said):
             verdict = Verdict(float(said), "")
-        if not 0.0 <= verdict.reward <= 1.0:
-            raise ValueError(f"reward: {self.reward} gave {verdict.reward} for {problem.id}; a reward is in [0, 1]")
+        else:
+            raise RewardError(
+                f"reward: {self.reward} returned {said!r:.60} ({type(said).__name__}) for row {row}; "
+                "a reward is a number in [0, 1], a (number, feedback) pair or a Verdict"
+            )
+        if math.isnan(verdict.reward) or not 0.0 <= verdict.reward <= 1.0:
+            raise RewardError(f"reward: {self.reward} gave {verdict.reward} for row {row}; a reward is in [0, 1]")
         return verdict

@@ -476,3 +476,24 @@ def test_the_bench_splits_a_rollouts_turns_into_their_parts(task, tiny_dir):
     assert all(clock.parts[part].seconds > 0 for part in TURN_PARTS)
     assert sum(clock.parts[part].seconds for part in TURN_PARTS) < spent
     assert patched() == before
+
+
+def test_a_command_is_well_formed_when_the_games_grammar_reads_it():
+    """GiGPO's invalid-action penalty, mapped from verl-agent's (an action it cannot parse): a
+    command of one of ALFWorld's templates is well formed whether or not the game can carry it
+    out here; text of no template is not."""
+    from tasks.alfworld.task import well_formed
+
+    for command in ("go to dresser 1", "open drawer 3", "take alarmclock 2 from desk 1", "move mug 1 to shelf 2",
+                    "heat egg 1 with microwave 1", "look", "inventory", " examine sofa 1 "):  # fmt: skip
+        assert well_formed(command), command
+    for command in (
+        "go to",
+        "take mug 1",
+        "dresser 1",
+        "go to dresser",
+        "move mug 1 into shelf 2",
+        "gotodresser 1",
+        "",
+    ):
+        assert not well_formed(command), command

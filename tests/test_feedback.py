@@ -105,8 +105,19 @@ def test_code_feedback_never_repeats_a_scored_segment(tiny_dir):
         task.close()
 
 
+def _runs(columns):
+    """Consecutive columns grouped: a turn's command tokens."""
+    runs = []
+    for c in columns:
+        if runs and runs[-1][-1] == c - 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return runs
+
+
 def test_alfworld_feedback_is_the_outcome_only(tiny_dir, tmp_path):
-    from tasks.alfworld.task import AlfworldTask
+    from tasks.alfworld.task import AlfworldTask, well_formed
 
     model, tokenizer = load_policy(tiny_dir)
     task = AlfworldTask(train_games=3, eval_games=1, max_turns=4, cache_dir=str(tmp_path))
@@ -114,10 +125,15 @@ def test_alfworld_feedback_is_the_outcome_only(tiny_dir, tmp_path):
     engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=1.0, max_new_tokens=6))
     rollouts = task.rollout(engine, task.train_problems()[:3], 2)
     assert all(v.feedback.startswith(("won in", "not won after")) for v in rollouts.verdicts)
-    # which commands the game took (GiGPO's invalid-action penalty): not those it answered "Nothing happens."
+    # which commands were well formed (GiGPO's invalid-action penalty): those the game's grammar reads
     assert [len(v) for v in rollouts.turn_valid] == [len(s) for s in rollouts.turn_states]
-    for valid, states in zip(rollouts.turn_valid, rollouts.turn_states):
-        assert valid[:-1] == [after.strip() != "Nothing happens." for after in states[1:]]
+    for row, valid in enumerate(rollouts.turn_valid):
+        eligible = rollouts.eligible[row].tolist()
+        commands = [
+            tokenizer.decode(rollouts.input_ids[row, [c for c in turn]]).strip()
+            for turn in _runs([c for c in range(len(eligible)) if eligible[c]])
+        ]
+        assert valid == [well_formed(c or "look") for c in commands]
     assert assert_no_segment_said_back(rollouts, tokenizer, 4) > 0
     # the turn limit cut every episode here: what completions/clipped_ratio counts for ALFWorld
     assert rollouts.truncated == [v.reward == 0.0 for v in rollouts.verdicts]

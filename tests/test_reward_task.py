@@ -2,6 +2,7 @@
 KEY=VALUE overrides, and `harness.run` from Python."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -29,6 +30,20 @@ def too_much(prompt, completion, **row):
 
 def echo(prompt, completion, answer, **row):
     return float(completion.strip() == str(answer)), prompt
+
+
+def words(prompt, completion, answer, **row):
+    return completion.strip()
+
+
+def picky(prompt, completion, answer, **row):
+    if answer % 2:
+        raise KeyError("odd")
+    return float(completion.strip() == str(answer))
+
+
+def late(prompt, completion, answer, **row):
+    return "no" if answer >= 30 else 0.0
 '''
 
 
@@ -105,6 +120,56 @@ def test_bad_arguments_are_refused_by_name(folder, args, message):
         RewardTask.check_args(args)
         task.verify(task.train_problems()[0], "x")
     assert str(error.value).startswith(message.replace("data's", f"{folder / 'data.jsonl'}'s"))
+
+
+def test_a_row_the_reward_raises_on_is_unjudged_and_the_first_is_named(folder, caplog):
+    """A choice, documented: the function's failure is not the completion's, so the row is left
+    out of the update (unjudged, counted in verify/unjudged), with one warning line."""
+    task = RewardTask(str(folder / "data.jsonl"), "my_reward.picky", eval_size=5)
+    odd, even = (next(p for p in task.train_problems() if json.loads(p.answer)["answer"] % 2 == r) for r in (1, 0))
+    verdict = task.verify(odd, " 1")
+    assert verdict == Verdict(0.0, "the reward function raised KeyError", judged=False)
+    assert task.verify(even, f" {json.loads(even.answer)['answer']}") == Verdict(1.0, "")
+    task.verify(odd, " 2")
+    warned = [r.getMessage() for r in caplog.records if "raised" in r.getMessage()]
+    assert len(warned) == 1 and f"on row {odd.id}" in warned[0] and "unjudged" in warned[0]
+
+
+@pytest.mark.parametrize(
+    ("reward", "said"),
+    [
+        ("my_reward.words", "returned '1' (str) for row data-"),  # the completion it was given
+        ("my_reward.too_much", "gave 2.0 for row data-"),
+    ],
+)
+def test_what_no_reward_can_be_is_named_in_one_line_with_its_row(folder, reward, said):
+    from tasks.reward import RewardError
+
+    task = RewardTask(str(folder / "data.jsonl"), reward, eval_size=5)
+    with pytest.raises(RewardError, match="^" + re.escape(f"reward: {reward} {said}")):
+        task.verify(task.train_problems()[0], " 1")
+
+
+@pytest.mark.parametrize(
+    ("reward", "said"),
+    [
+        ("my_reward.words", "suites[0].task.init_args.reward: my_reward.words returned '"),
+        ("my_reward.picky", "suites[0].task.init_args.reward: my_reward.picky raised KeyError('odd') on row data-"),
+    ],
+)
+def test_check_calls_the_reward_on_rows_and_names_the_first_failure(folder, capsys, reward, said):
+    assert main(["run", config(folder, reward=reward, demonstration_field="solution"), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_reward_that_fails_mid_run_stops_it_in_one_line(folder, capsys):
+    """Rows the check did not reach: the run stops at the first, exit 2, one line naming it."""
+    path = config(folder, reward="my_reward.late")
+    assert main(["run", path, "model.warm_start=null", "--results", str(folder / "runs")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: reward: my_reward.late returned 'no' (str) for row data-")
 
 
 def config(folder, **task_args) -> str:

@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -59,6 +60,19 @@ if TYPE_CHECKING:
 PROMPT = "Your task is to: {task}.\n{observation}\n> "
 ACTION_END = COMMAND_END
 INVALID_ANSWER = "Nothing happens."  # ALFWorld's answer to a command it cannot carry out
+NAME = r"[a-z]+ \d+"  # an object or receptacle as the game names it: "dresser 1", "alarmclock 2"
+COMMAND_FORMS = re.compile(
+    rf"look|inventory|help|(?:go to|open|close|examine|use) {NAME}|take {NAME} from {NAME}|move {NAME} to {NAME}"
+    rf"|put {NAME} (?:into|in) {NAME}|(?:heat|clean|cool|slice) {NAME} with {NAME}"
+)
+"""The command templates of ALFWorld's grammar (alfworld/data/alfred.twl2)."""
+
+
+def well_formed(command: str) -> bool:
+    """Whether a command is one the game's grammar can read, whatever the state: what GiGPO's
+    invalid-action penalty asks, as verl-agent penalises an output whose action it cannot parse
+    (not one the game could not carry out: "open drawer 3" at a shelf is a command, and wrong)."""
+    return COMMAND_FORMS.fullmatch(command.strip()) is not None
 
 
 @dataclass(frozen=True)
@@ -159,7 +173,8 @@ class _Games:
         self.pool.start({i: command or "look" for i, command in commands.items()})
 
     def step(self, commands: Sequence[str | None]) -> list[Answer | None]:
-        stepped = self.pool.step([None if command is None else command or "look" for command in commands])
+        sent = [None if command is None else command or "look" for command in commands]
+        stepped = self.pool.step(sent)
         return [
             None
             if r is None
@@ -169,10 +184,10 @@ class _Games:
                 done=r.done,
                 truncated=r.done and not r.won and not isinstance(r, FailedStep),  # its step limit is the turn limit
                 reward=float(r.won),
-                valid=r.observation.strip() != INVALID_ANSWER,
+                valid=well_formed(command),
                 failed=r.observation if isinstance(r, FailedStep) else None,
             )
-            for r in stepped
+            for command, r in zip(sent, stepped)
         ]
 
 
