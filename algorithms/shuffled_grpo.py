@@ -4,7 +4,7 @@
 
 The same magnitudes, the same share of zero advantages (and so of zero-gradient updates), the
 same update sizes as GRPO, and no relation to what a rollout earned: a benchmark that cannot
-tell this from GRPO cannot tell a method from noise (docs/studies.md, the negative control).
+tell this from GRPO cannot tell a method from noise (docs/studies/negative-control.md).
 """
 
 from __future__ import annotations

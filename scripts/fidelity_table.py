@@ -1,6 +1,6 @@
 """Credit fidelity by algorithm (issue #51), from the run folders of a suite: each figure's mean
 over every step that had it (all seeds pooled) with a 95% interval over those steps, and the
-rollouts read. docs/studies.md holds the table, with the command that made it.
+rollouts read. docs/studies/fidelity.md holds the table, with the command that made it.
 
     python scripts/fidelity_table.py runs/fidelity/zoo-math
 """

@@ -4,7 +4,7 @@ the one their leaderboards were published with: each study's leaderboard.parquet
 writing anything. `--markdown` prints today's verdict of every multi-seed comparison instead.
 
     python scripts/verdict_changes.py --before 68450a8   # the studies before their republication
-    python scripts/verdict_changes.py --markdown         # the table in docs/studies.md
+    python scripts/verdict_changes.py --markdown         # the table in docs/studies/verdicts.md
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The zoo's table for docs/studies.md from leaderboards: each algorithm's row of the rerun beside
+"""The zoo's table for docs/studies/zoo-rerun.md from leaderboards: each algorithm's row of the rerun beside
 its row as published before it (the issue #50 asked for both).
 
     python scripts/zoo_table.py results/studies/zoo/zoo-math runs/studies/zoo-math
