@@ -7,6 +7,7 @@ comparison differs only in where the credit comes from.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
@@ -53,6 +54,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 STAGES = ("sample", "verify", "credit", "update")
 """The timed stages of a step (`timing_s/<stage>` in its record); recording is the fifth."""
+NEAR_EDGE = 0.02
+"""A start this close to 0 or 1 held out is warned of: most groups then carry no credit."""
+log = logging.getLogger("harness")
 
 
 def prompt_stream(problems: Sequence[Problem], seed: int, step: int, count: int) -> list[Problem]:
@@ -560,6 +564,15 @@ class RLVRModule(L.LightningModule):
         self.engine.push_weights()  # a resumed run's restored weights
         if not self.evaluations:
             self.evaluations.append({"step": 0, **self.evaluate()})
+        start = self.evaluations[0]["accuracy"]
+        if distributed.rank() == 0 and not NEAR_EDGE <= start <= 1 - NEAR_EDGE:
+            log.warning(
+                "the starting weights solve %.1f%% of the held-out problems: %s, so this run has little to measure",
+                100 * start,
+                "nearly none; its groups will mostly all fail and carry no credit"
+                if start < NEAR_EDGE
+                else "nearly all; its groups will mostly all pass and carry no credit",
+            )
 
     # ------------------------------------------------------------------ Lightning plumbing
 

@@ -421,6 +421,16 @@ def fit(suite: Suite, algorithm: str, seed: int, run_dir: Path, cache_dir: Path,
     }
     write_json(summary, run_dir / "run.json")
     log_summary(trainer, module, summary)
+    records = [r for r in module.records if r.get("updates")]
+    updates, silent = sum(r["updates"] for r in records), sum(r["zero_grad_updates"] for r in records)
+    if updates and silent / updates > 0.5:
+        log.warning(
+            "%s: %d of its %d updates carried no gradient (every advantage 0: its groups all passed or all "
+            "failed): most of this run measured nothing",
+            run_dir.name,
+            silent,
+            updates,
+        )
     write_json(logger_names(suite.trainer.loggers), run_dir / "loggers.json")  # what its records went to
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # finished: the record is what stays
     return preparation_s

@@ -380,6 +380,11 @@ def row_notes(board: pl.DataFrame) -> str:
         for row in board.iter_rows(named=True)
         if row.get("sessions") == "several" and row["algorithm"] != row["reference"]
     ]
+    if board.height and "blame_lift" not in board.columns:
+        lines.append(
+            "- No credit-fidelity columns (`blame_on_error`, `blame_lift`, ...): these tasks do not locate a failed "
+            "rollout's first error (`Task.error_spans`), so there is no error for credit to land on.\n"
+        )
     if any(row.get("noise_counted") == ONE_SEED for row in board.iter_rows(named=True)):
         lines.append(
             "- A verdict marked (this seed) counts which held-out problems were drawn, not how training varies: "

@@ -28,6 +28,13 @@ class ParityReward(MathTask):
         return Verdict(float(len(completion) % 2), "parity")
 
 
+class NeverReward(MathTask):
+    """A reward nothing earns: the start solves nothing, and every group's advantages are 0."""
+
+    def verify(self, problem, completion):
+        return Verdict(0.0, "never")
+
+
 class PromptParityReward(MathTask):
     """Like ParityReward, but the parity also counts the prompt's length, so that a greedy policy
     (whose completions may all have one length) still earns it on some problems and not others."""
@@ -401,3 +408,18 @@ def test_unjudged_rollouts_are_counted_in_the_records_and_the_leaderboard(tmp_pa
     assert metrics["verify/unjudged"].sum() > 0
     board = pl.read_parquet(tmp_path / "results" / "flaky" / "leaderboard.parquet").row(0, named=True)
     assert board["unjudged"] == metrics["verify/unjudged"].sum() + evals["unjudged"].sum()
+
+
+@pytest.mark.slow
+def test_a_run_with_nothing_to_measure_says_so(tmp_path, caplog):
+    """A start that solves nothing, and a run whose every update carried no gradient: each is one
+    warning line, before training and after it."""
+    config = tmp_path / "bench.yaml"
+    config.write_text(
+        yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [suite("never", "test_e2e.NeverReward")]})
+    )
+    with caplog.at_level("WARNING", logger="harness"):
+        assert main(["run", str(config), "--results", str(tmp_path / "results")]) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "harness"]
+    assert any(m.startswith("the starting weights solve 0.0% of the held-out problems: nearly none") for m in said)
+    assert any(m.startswith("grpo-seed0: 3 of its 3 updates carried no gradient") for m in said)

@@ -447,3 +447,11 @@ def test_the_paired_difference_over_steps_is_item_by_item_pooled_over_seeds():
     ((step, mean, half),) = paired_differences(made, "hp_rlvr", "grpo")
     d = np.array([1.0] * 9 + [-1.0] + [0.0] * 10)
     assert step == 5 and mean == pytest.approx(0.4) and half == pytest.approx(1.96 * d.std(ddof=1) / 20**0.5)
+
+
+def test_the_notes_say_why_the_fidelity_columns_are_empty():
+    from harness.leaderboard import row_notes
+
+    board = aggregate(runs("grpo"))
+    assert "No credit-fidelity columns" in row_notes(board)
+    assert "No credit-fidelity columns" not in row_notes(board.with_columns(pl.lit(1.0).alias("blame_lift")))
