@@ -3,6 +3,8 @@ worker processes on the episode loop ALFWorld plays; an environment that drops i
 its exceptions unjudged, an action its model refuses the policy's own failure."""
 
 import random
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -276,3 +278,43 @@ def test_grpo_and_hp_rlvr_train_on_an_openenv_environment_from_a_yaml(tmp_path):
     hp_rlvr = pl.read_parquet(tmp_path / "runs" / "openenv-guess" / "hp_rlvr-seed0" / "metrics.parquet")
     assert grpo["rollouts"].to_list() == [4, 4] and hp_rlvr["rollouts"].to_list() == [2, 2]
     assert (tmp_path / "runs" / "openenv-guess" / "leaderboard.parquet").exists()
+
+
+HOW_TO = Path(__file__).resolve().parent.parent / "docs" / "openenv.md"
+
+
+def how_to_block(language: str, first_line: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", HOW_TO.read_text(), re.S)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return block
+
+
+@pytest.mark.slow
+def test_the_how_tos_environment_checks_and_trains_as_printed(tmp_path, monkeypatch):
+    """docs/openenv.md's two blocks, as printed, written beside each other: --check passes, and
+    a short run of its suite (a few steps, the tiny model made smaller) trains both algorithms."""
+    pytest.importorskip("openenv")
+    import polars as pl
+    import yaml
+    from test_e2e import TINY
+
+    from harness.__main__ import main
+
+    (tmp_path / "say_env.py").write_text(how_to_block("python", "# say_env.py"))
+    spec = yaml.safe_load(how_to_block("yaml", "# say.yaml"))
+    (tmp_path / "say.yaml").write_text(yaml.safe_dump(spec))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "say.yaml", "--check"]) == 0
+    suite = spec["suites"][0]
+    suite["task"]["init_args"] |= {"train_episodes": {"seeds": [0, 40]}, "eval_episodes": {"seeds": [100000, 100008]}}
+    suite["model"] |= {"tiny": TINY, "warm_start": {"steps": 4, "batch_size": 4}}
+    suite |= {"schedule": {"steps": 2, "prompts_per_step": 2}, "evaluation": {"every": 2}}
+    suite["algorithms"]["grpo"]["init_args"]["group_size"] = 2
+    (tmp_path / "short.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["run", "short.yaml", "--results", "runs"]) == 0
+    for algorithm, rollouts in (("grpo", [4, 4]), ("hp_rlvr", [2, 2])):
+        assert (
+            pl.read_parquet(tmp_path / "runs" / "say" / f"{algorithm}-seed0" / "metrics.parquet")["rollouts"].to_list()
+            == rollouts
+        )
