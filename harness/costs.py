@@ -40,13 +40,19 @@ def held_out_size(suite: Suite) -> int | None:
     default) and `evaluation.limit`; None where the task does not declare one (data files)."""
     cls = suite.task.resolve()
     parameters = inspect.signature(cls.__init__).parameters
+    limit = suite.settings["evaluation"].limit
+    episodes = suite.task.init_args.get("eval_episodes") if "eval_episodes" in parameters else None
+    if isinstance(episodes, dict):  # OpenEnv's: a range of seeds, or a size of the task API's split
+        seeds = episodes.get("seeds")
+        size = seeds[1] - seeds[0] if isinstance(seeds, list) and len(seeds) == 2 else episodes.get("size")
+        if isinstance(size, int):
+            return min(size, limit) if limit is not None else size
     names = [n for n in ("eval_size", "eval_games") if n in parameters]
     if not names or suite.task.init_args.get("eval_file"):
         return None
     size = suite.task.init_args.get(names[0], parameters[names[0]].default)
     if not isinstance(size, int):
         return None
-    limit = suite.settings["evaluation"].limit
     return min(size, limit) if limit is not None else size
 
 

@@ -1,6 +1,7 @@
 """What a benchmark says before it trains: warm starts to build and what its held-out set can detect."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -88,3 +89,17 @@ def test_the_warning_reads_the_figure_with_a_fifth_of_the_problems_changing(tmp_
     line = held_out_line(write(tmp_path, 100, [0]))
     assert "6.0% with no problem changing the other way, 13.0% with a fifth" in line
     assert line.startswith("warning: ") and "cannot detect less than 10%" in line
+
+
+def test_an_openenv_suite_announces_its_held_out_episodes(tmp_path):
+    """OpenEnv's held-out set is a range of seeds (or a size of its task API's split): 400 seeds
+    are 400 problems, cut by `evaluation.limit` as any task's."""
+    from harness.costs import held_out_size
+
+    spec = yaml.safe_load(open(Path(__file__).resolve().parent.parent / "configs" / "openenv.yaml"))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(spec))
+    suite = load_benchmark(tmp_path / "b.yaml", classes=False).suites[0]  # openenv itself not needed
+    eval_episodes = suite.task.init_args["eval_episodes"]["seeds"]
+    assert held_out_size(suite) == eval_episodes[1] - eval_episodes[0]
+    suite.task.init_args["eval_episodes"] = {"split": "test", "first": 0, "size": 50}
+    assert held_out_size(suite) == 50
