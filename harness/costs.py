@@ -37,23 +37,28 @@ def least_detectable(items: int, discordant_share: float) -> float:
 
 def held_out_size(suite: Suite) -> int | None:
     """The held-out problems a run evaluates on, from the task's `eval_size` (given or its
-    default) and `evaluation.limit`; None where the task does not declare one (data files)."""
+    default), `eval_games`, or OpenEnv's `eval_episodes`, and `evaluation.limit`; None where the
+    task does not declare one (data files)."""
+    size = declared_size(suite)
+    limit = suite.settings["evaluation"].limit
+    if size is None:
+        return None
+    return min(size, limit) if limit is not None else size
+
+
+def declared_size(suite: Suite) -> int | None:
     cls = suite.task.resolve()
     parameters = inspect.signature(cls.__init__).parameters
-    limit = suite.settings["evaluation"].limit
     episodes = suite.task.init_args.get("eval_episodes") if "eval_episodes" in parameters else None
     if isinstance(episodes, dict):  # OpenEnv's: a range of seeds, or a size of the task API's split
         seeds = episodes.get("seeds")
         size = seeds[1] - seeds[0] if isinstance(seeds, list) and len(seeds) == 2 else episodes.get("size")
-        if isinstance(size, int):
-            return min(size, limit) if limit is not None else size
+        return size if isinstance(size, int) else None
     names = [n for n in ("eval_size", "eval_games") if n in parameters]
     if not names or suite.task.init_args.get("eval_file"):
         return None
     size = suite.task.init_args.get(names[0], parameters[names[0]].default)
-    if not isinstance(size, int):
-        return None
-    return min(size, limit) if limit is not None else size
+    return size if isinstance(size, int) else None
 
 
 def seconds_per_example(cache_dir: Path, task_class: str) -> tuple[float, str] | None:
