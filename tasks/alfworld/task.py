@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 PROMPT = "Your task is to: {task}.\n{observation}\n> "
 ACTION_END = COMMAND_END
-INVALID_ANSWER = "Nothing happens."  # ALFWorld's answer to a command it cannot carry out
 NAME = r"[a-z]+ \d+"  # an object or receptacle as the game names it: "dresser 1", "alarmclock 2"
 COMMAND_FORMS = re.compile(
     rf"look|inventory|help|(?:go to|open|close|examine|use) {NAME}|take {NAME} from {NAME}|move {NAME} to {NAME}"
