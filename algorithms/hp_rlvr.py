@@ -287,7 +287,9 @@ def next_token_hidden(
         lo, hi = min(first[r] for r in rows_of_pass), max(last[r] for r in rows_of_pass) + 1
         members = torch.tensor(rows_of_pass, device=device)
         ids, mask = input_ids[members, lo:hi], attention_mask[members, lo:hi]
-        hidden = trunk(model)(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).last_hidden_state
+        hidden = trunk(model)(
+            input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=False
+        ).last_hidden_state
         where[members] = torch.arange(len(members), device=device)
         pick = torch.isin(rows, members).nonzero().flatten()
         if out is None:

@@ -130,7 +130,10 @@ class PPO(RLVRModule):
         trunk. Column t's value is the head on the state that predicts token t, i.e. V before
         acting at t. eligible=None: values only (the credit stage needs no vocabulary projection)."""
         hidden = trunk(self.policy)(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids(attention_mask),
+            use_cache=False,
         ).last_hidden_state
         logprobs = (
             None

@@ -385,7 +385,9 @@ class SDPO(GRPO):
         # the student: one pass over the mini-batch, with gradient (as the shared update's default)
         rows, cols = batch.eligible.nonzero(as_tuple=True)
         mask = batch.attention_mask
-        hidden = trunk(self.policy)(input_ids=batch.input_ids, attention_mask=mask, position_ids=position_ids(mask))
+        hidden = trunk(self.policy)(
+            input_ids=batch.input_ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=False
+        )
         head = self.policy.get_output_embeddings()
         logits = head(hidden.last_hidden_state[rows, cols - 1]).float() / self.sampling.temperature
         picked = logits.log_softmax(-1).gather(-1, batch.input_ids[rows, cols, None]).squeeze(-1)

@@ -84,7 +84,10 @@ def sequence_logprobs(
         hidden = shared_prefix_hidden(model, input_ids, attention_mask, group_size, prefix)
     else:
         hidden = trunk(model)(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask)
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids(attention_mask),
+            use_cache=False,
         ).last_hidden_state
     return logprobs_at(model.get_output_embeddings(), hidden, input_ids, positions, temperature)
 

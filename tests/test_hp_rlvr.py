@@ -19,6 +19,7 @@ from algorithms.hp_rlvr import (
 )
 from harness.models import load_policy
 from rollout.decoding import RolloutEngine, SamplingArgs
+from rollout.scoring import sequence_logprobs
 from tasks.base import Verdict
 from tasks.math import MathTask
 
@@ -277,3 +278,41 @@ def test_hindsight_warm_start_examples_target_the_slip():
             assert labels[differing[0]] == right[differing[0] - start]
             slips += 1
     assert failures >= 5 and slips >= 2  # the slip's target was corrected, not left as sampled
+
+
+def test_scoring_passes_build_no_cache_and_equal_the_cached_forward_bit_for_bit(policy, monkeypatch):
+    """The no-gradient and gradient passes skip the key/value cache (a copy of every layer's keys
+    and values that nothing reads) and give the very bits the forward that kept it gave."""
+    model, tokenizer = policy
+    rollouts = sampled(policy, n=6)
+    views = hindsight_views(rollouts, 3, tokenizer, HindsightTemplate())
+
+    def passes():
+        hidden = next_token_hidden(
+            model, views.input_ids, views.attention_mask, views.hindsight_rows, views.hindsight_cols, 64
+        )
+        with torch.enable_grad():
+            logprobs = sequence_logprobs(model, rollouts.input_ids, rollouts.attention_mask, 1.0, rollouts.eligible)
+            (grad,) = torch.autograd.grad(logprobs.sum(), model.get_output_embeddings().weight)
+        return hidden, logprobs.detach(), grad
+
+    forward, asked, caches = type(model.base_model).forward, [], []
+
+    def watched(self, *args, **kwargs):
+        asked.append(kwargs.get("use_cache"))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.base_model), "forward", watched)
+    without = passes()
+    assert asked and all(use is False for use in asked)  # every pass asked for no cache
+
+    def cached(self, *args, **kwargs):
+        output = forward(self, *args, **{**kwargs, "use_cache": True})
+        caches.append(output.past_key_values)
+        return output
+
+    monkeypatch.setattr(type(model.base_model), "forward", cached)
+    with_cache = passes()
+    assert caches and all(cache is not None for cache in caches)  # the patch did keep a cache
+    for a, b in zip(without, with_cache):
+        assert torch.equal(a, b)
