@@ -1,4 +1,4 @@
-"""The mutants scripts/mutants.py runs, as data: (name, file, old text, new text, the tests that
+"""The mutants maintenance/mutants.py runs, as data: (name, file, old text, new text, the tests that
 concern it). A mutant replaces the old text, which must occur once in its file, by the new one;
 it is killed when its tests fail. tests/test_mutants.py checks that every entry still applies."""
 
@@ -1884,7 +1884,7 @@ MUTANTS = [
     ),
     (
         "round four: the lock check looks requirements up by their written name",
-        "scripts/lock.py",
+        "maintenance/lock.py",
         "        pinned = pins.get(normal(req.name))",
         "        pinned = pins.get(req.name)",
         ["tests/test_lock.py::test_the_check_finds_a_requirement_under_its_normalised_name"],
