@@ -7,7 +7,11 @@ records). A finished run with the same settings is skipped, an interrupted one r
 last checkpoint, and a run whose settings changed is moved aside (`<suite>/.replaced/`) and run
 again, saying which settings changed. Processes that run different runs into one results folder
 at once are safe: the starting weights are built once (a file lock in the cache), a run is held
-by one process at a time (a file lock in its folder), and publishing is serialized."""
+by one process at a time (a file lock in its folder), and publishing is serialized.
+
+One run's rooms: harness/resume.py (skip, resume or run again), harness/fit.py (train it, with
+harness/build.py for the module on its starting weights), harness/finished.py (what a finished
+run can still give: loggers named later, its policy)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from rollout import distributed
 
 
 def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = None) -> None:
+    """Plan the runs, run each suite's, then publish the leaderboards of everything under `results`."""
     quiet_libraries()
     runs = plan(benchmark, only)
     if distributed.rank() == 0:
