@@ -222,7 +222,8 @@ def bench_module(module, steps: int, checkpoint_every_s: float = 0.0, precision:
 
 
 def run_bench(benchmark: Benchmark, steps: int, suite_names: list[str] | None = None) -> pl.DataFrame:
-    from harness.driver import build_module, quiet_libraries
+    from harness.build import build_module
+    from harness.quiet import quiet_libraries
 
     quiet_libraries()
     rows = []

@@ -237,7 +237,8 @@ def run_trl_comparison(benchmark: Benchmark, suite_name: str, steps: int, trace:
     measured steps each after one warm-up step, and the settings both ran with. `trace`, when
     given, is filled with the per-step details (prompts, times, tokens) of both."""
     from harness.bench import bench_module
-    from harness.driver import build_module, quiet_libraries
+    from harness.build import build_module
+    from harness.quiet import quiet_libraries
 
     quiet_libraries()
     suite = next((s for s in benchmark.suites if s.name == suite_name), None)

@@ -27,9 +27,11 @@ import lightning as L
 import polars as pl
 import torch
 
+from harness.build import build_module
 from harness.config import Benchmark, Suite
-from harness.driver import build_module, placement, quiet_libraries
 from harness.leaderboard import markdown
+from harness.placement import placement
+from harness.quiet import quiet_libraries
 from harness.records import write_atomic, write_json, write_parquet
 from harness.verdicts import detectable_difference, paired_higher, paired_p
 from rollout import distributed

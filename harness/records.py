@@ -402,7 +402,7 @@ NOT_IN_SPEC = {"trainer": ("checkpoint_every_s", "completions", "loggers", "keep
 """Settings no record depends on: left out of a run's spec (and out of one recorded with them),
 so that changing one neither reruns a finished run nor tells runs apart in a leaderboard. A
 finished run sends its records to loggers named later, and replays itself to keep a policy
-asked for later (`harness.driver.finished_afterwards`)."""
+asked for later (`harness.finished.finished_afterwards`)."""
 
 
 def with_added_settings(record: dict) -> dict:

@@ -2,7 +2,7 @@
 starts, built once and checked by their files' sha256 before use, so that a first command skips
 its warm starts and starts from the same weights on every machine. A shipped folder is a cache
 entry (harness/models.py) plus `shipped.json`, the sha256 of each of its files;
-`python scripts/ship_weights.py` writes them from a cache, and `HARNESS_BUILD_WEIGHTS=1` builds
+`python maintenance/ship_weights.py` writes them from a cache, and `HARNESS_BUILD_WEIGHTS=1` builds
 the weights here instead."""
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ def one_way(config: str, suite_name: str, steps: int, threads: int, overlap: boo
 
     torch.set_num_threads(threads)
     import rollout.episodes
+    from harness.build import build_module
     from harness.config import load_benchmark
-    from harness.driver import build_module, quiet_libraries
+    from harness.quiet import quiet_libraries
 
     quiet_libraries()
     rollout.episodes.spare_cores = lambda engine: overlap

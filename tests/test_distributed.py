@@ -69,8 +69,8 @@ def test_two_processes_keep_pairs_records_and_the_baseline_right(tmp_path):
     import json
 
     from algorithms.base import prompt_stream
+    from harness.build import build_module
     from harness.config import load_benchmark
-    from harness.driver import build_module
 
     two = run_suite(tmp_path, 2)
     benchmark = load_benchmark(tmp_path / "devices2.yaml")

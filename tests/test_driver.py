@@ -18,7 +18,9 @@ from test_e2e import suite
 
 from harness.__main__ import main
 from harness.config import SETTINGS, load_benchmark
-from harness.driver import Progress, changed_settings, plan
+from harness.plan import plan
+from harness.resume import changed_settings
+from harness.time_left import Progress
 
 TESTS = Path(__file__).parent
 
@@ -162,7 +164,7 @@ def test_a_resumed_run_whose_any_one_setting_changed_starts_again(tmp_path):
     """Every field of the suite's settings (schedule, sampling, optim, update, evaluation), its
     trainer and its model, walked from the dataclasses themselves so that a new field is covered
     too: changed alone, an interrupted run is moved aside and started again, never resumed."""
-    from harness.driver import prepare, run_spec
+    from harness.resume import prepare, run_spec
 
     config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask")], tmp_path / "cache")
     (base,) = load_benchmark(config).suites
@@ -201,7 +203,7 @@ def test_a_resumed_run_whose_algorithm_or_task_arguments_changed_starts_again(tm
     (no warm start, whose recipe would name the task) isolates them: either changed alone, an
     interrupted run is moved aside and started again, the change named by its path."""
     from harness.config import ClassSpec
-    from harness.driver import prepare, run_spec
+    from harness.resume import prepare, run_spec
 
     model = tmp_path / "model"
     model.mkdir()
@@ -229,9 +231,9 @@ def test_a_resumed_run_whose_algorithm_or_task_arguments_changed_starts_again(tm
 def test_a_run_recorded_before_a_setting_was_added_is_still_finished_with_these_settings(tmp_path):
     """A setting added since (`harness.records.ADDED_SETTINGS`) reads as the value the run ran as:
     a finished run is skipped, not moved aside and run again; set otherwise, it runs again."""
-    from harness.driver import prepare, run_spec
     from harness.leaderboard import protocol
     from harness.records import ADDED_SETTINGS, current
+    from harness.resume import prepare, run_spec
 
     config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask")], tmp_path / "cache")
     (base,) = load_benchmark(config).suites
@@ -370,7 +372,7 @@ def test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit(tmp_pa
     from types import SimpleNamespace
 
     from algorithms.settings import EvalArgs
-    from harness.driver import start_evaluation
+    from harness.step_zero import start_evaluation
     from rollout.settings import SamplingArgs
 
     def key(**sampling):
@@ -384,7 +386,7 @@ def test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit(tmp_pa
 def test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed(tmp_path):
     """A run folder that holds records but no spec.json (written by another version, or half
     copied) cannot be shown to be this run: it is moved aside and the run starts."""
-    from harness.driver import prepare
+    from harness.resume import prepare
 
     run_dir = tmp_path / "s" / "grpo-seed0"
     run_dir.mkdir(parents=True)
@@ -479,7 +481,7 @@ def test_a_replays_policy_is_kept_only_when_its_records_are_the_runs(tmp_path, m
     writes the replay's records and policy): a replay whose records are the run's own gives its
     policy to the run; one whose rewards differ (0.5 where the run had 0.25) gives none, and the
     scratch folder goes either way."""
-    import harness.driver
+    import harness.finished
 
     config = write_config(tmp_path / "b.yaml", [suite("math", "tasks.math.MathTask", steps=2)], tmp_path / "cache")
     (math,) = load_benchmark(config).suites
@@ -495,8 +497,8 @@ def test_a_replays_policy_is_kept_only_when_its_records_are_the_runs(tmp_path, m
         (scratch / "policy" / "config.json").write_text("{}")
         return 0.0
 
-    monkeypatch.setattr(harness.driver, "fit", replayed)
-    harness.driver.replay_for_policy(math, "grpo", 0, run_dir, tmp_path / "cache", print)
+    monkeypatch.setattr(harness.finished, "fit", replayed)
+    harness.finished.replay_for_policy(math, "grpo", 0, run_dir, tmp_path / "cache", print)
     out = capsys.readouterr().out
     assert (run_dir / "policy" / "config.json").is_file() == same
     assert ("its policy kept in" in out) == same and ("records differ from the run's" in out) != same

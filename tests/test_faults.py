@@ -333,7 +333,7 @@ def test_the_step_zero_evaluation_is_keyed_by_the_weights_digest_not_their_path(
     from types import SimpleNamespace
 
     from algorithms.settings import EvalArgs
-    from harness.driver import start_evaluation
+    from harness.step_zero import start_evaluation
     from rollout.settings import SamplingArgs
 
     def key(digest):
@@ -359,8 +359,8 @@ def test_a_truncated_metrics_file_does_not_block_a_resume(interrupted, tmp_path,
 def test_a_damaged_finished_run_is_named_and_set_aside_not_failing_its_neighbours(tmp_path, capsys, no_plots):
     """`leaderboard` leaves it out of the tables, saying which; `run` moves it aside and runs it
     again, as it does a folder of other settings."""
-    from harness.driver import prepare
     from harness.records import with_added_settings
+    from harness.resume import prepare
 
     runs = run_folders(tmp_path / "runs", short_runs(2))
     damaged = runs / "math" / "hp_rlvr-seed0"

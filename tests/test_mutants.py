@@ -1,4 +1,4 @@
-"""scripts/mutants.py stays runnable: each mutant of its table (scripts/mutants_table.py) occurs
+"""maintenance/mutants.py stays runnable: each mutant of its table (maintenance/mutants_table.py) occurs
 once in the file it mutates, and each test it names exists (an entry gone stale with its code stops a whole mutation run)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "maintenance"))
 
 import mutants  # noqa: E402
 

@@ -72,8 +72,8 @@ def test_a_chat_math_suite_runs_end_to_end_and_verifies_boxed_answers(chat_model
     config = tmp_path / "chat.yaml"
     config.write_text(yaml.safe_dump({"cache_dir": str(tmp_path / "cache"), "suites": [spec]}))
     assert main(["run", str(config), "--results", str(tmp_path / "runs")]) == 0
+    from harness.build import build_module
     from harness.config import load_benchmark
-    from harness.driver import build_module
 
     module, _ = build_module(load_benchmark(config).suites[0], "grpo", 0, tmp_path / "cache")
     problem = module.task.train_problems()[0]

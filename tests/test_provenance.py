@@ -166,7 +166,7 @@ def test_the_leaderboard_pairs_only_runs_from_the_same_weights_and_names_other_e
 
 
 def test_resuming_from_other_starting_weights_is_refused(tmp_path):
-    from harness.driver import continued
+    from harness.resume import continued
 
     said = []
     origin = {"starting_weights_digest": "1111", "task_data_digest": "d", "environment": {"device": "cpu"}}

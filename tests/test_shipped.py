@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_default_benchmarks_starting_weights_ship_and_are_the_ones_its_config_builds():
-    spec = importlib.util.spec_from_file_location("ship_weights", ROOT / "scripts" / "ship_weights.py")
+    spec = importlib.util.spec_from_file_location("ship_weights", ROOT / "maintenance" / "ship_weights.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["ship_weights"] = module
     spec.loader.exec_module(module)

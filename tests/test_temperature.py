@@ -6,8 +6,8 @@ import torch
 import yaml
 from test_e2e import suite
 
+from harness.build import build_module
 from harness.config import load_benchmark
-from harness.driver import build_module
 
 
 @pytest.fixture(scope="module")

@@ -248,8 +248,8 @@ def test_two_processes_each_sample_through_an_engine_of_their_own(tmp_path, stra
     policy's at every step, and the step-0 greedy evaluation equals one process sampling with ours."""
     from harness_cli import run_harness
 
+    from harness.build import build_module
     from harness.config import load_benchmark
-    from harness.driver import build_module
 
     spec = {
         "name": "pair",

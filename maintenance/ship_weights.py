@@ -1,8 +1,8 @@
 """Ship a benchmark's starting weights with the project (weights/<key>/, harness/shipped.py), or
 check that those shipped are the ones its config builds today.
 
-    python scripts/ship_weights.py [--config benchmarks.yaml] [--cache .cache]   # copy from the cache
-    python scripts/ship_weights.py --check                                       # what tests run
+    python maintenance/ship_weights.py [--config benchmarks.yaml] [--cache .cache]   # copy from the cache
+    python maintenance/ship_weights.py --check                                       # what tests run
 
 Run the benchmark first (it builds the weights into the cache), then this; commit weights/ with
 the results made from them. When the recipe or the lock moves, the keys or the builds change:

@@ -2,7 +2,7 @@
 folder, no pip configuration (PIP_CONFIG_FILE is the null device, so no file applies), an empty
 HOME and cache. A dry run (`pip install --dry-run --ignore-installed`): nothing is installed.
 
-    python scripts/readme_install.py [--readme README.md]
+    python maintenance/readme_install.py [--readme README.md]
 
 Exit 0 when every `pip install` of the README's first bash block resolves; 1, with pip's reason,
 when one does not. CI runs it before anything else (.ci/run).

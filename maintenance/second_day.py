@@ -4,7 +4,7 @@ added to a finished run, the Python entry point, a run killed and resumed, its c
 and its kept policy evaluated. Each step is the command the docs print; the table says how long
 each took and whether it did what the docs say.
 
-    python scripts/second_day.py [--out docs/second-day.md]
+    python maintenance/second_day.py [--out docs/second-day.md]
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print(f"the folder: {folder}")
     if args.out:
-        args.out.write_text(f"`python scripts/second_day.py` ({time.strftime('%Y-%m-%d')}):\n\n{table}")
+        args.out.write_text(f"`python maintenance/second_day.py` ({time.strftime('%Y-%m-%d')}):\n\n{table}")
     return 0 if all(ok for *_, ok in rows) else 1
 
 

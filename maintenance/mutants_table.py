@@ -1,4 +1,4 @@
-"""The mutants scripts/mutants.py runs, as data: (name, file, old text, new text, the tests that
+"""The mutants maintenance/mutants.py runs, as data: (name, file, old text, new text, the tests that
 concern it). A mutant replaces the old text, which must occur once in its file, by the new one;
 it is killed when its tests fail. tests/test_mutants.py checks that every entry still applies."""
 
@@ -669,7 +669,7 @@ MUTANTS = [
     # past one machine
     (
         "nodes: num_nodes not given to Lightning",
-        "harness/driver.py",
+        "harness/placement.py",
         '        "num_nodes": args.num_nodes,\n',
         "",
         NODES,
@@ -683,14 +683,14 @@ MUTANTS = [
     ),
     (
         "loggers: no hyperparameters",
-        "harness/driver.py",
+        "harness/loggers.py",
         "        logger.log_hyperparams(spec)\n",
         "        pass\n",
         LOGGERS,
     ),
     (
         "loggers: W&B run not closed",
-        "harness/driver.py",
+        "harness/loggers.py",
         "            logger.experiment.finish()\n",
         "            pass\n",
         LOGGERS,
@@ -797,14 +797,14 @@ MUTANTS = [
     ),
     (
         "pin: driver: trainer precision not compared on resume",
-        "harness/driver.py",
+        "harness/resume.py",
         'if k not in NOT_IN_SPEC["trainer"]}',
         'if k not in (*NOT_IN_SPEC["trainer"], "precision")}',
         DRIVER_PIN,
     ),
     (
         "pin: driver: sampling.max_new_tokens not compared on resume",
-        "harness/driver.py",
+        "harness/resume.py",
         "**{name: asdict(value) for name, value in settings.items()},",
         '**{name: {k: v for k, v in asdict(value).items() if k != "max_new_tokens"} for name, value in settings.items()},',
         DRIVER_PIN,
@@ -944,28 +944,28 @@ MUTANTS = [
     # the driver: what makes a run start again rather than resume, and the run plan
     (
         "driver-resume: the algorithm's own arguments not compared on resume",
-        "harness/driver.py",
+        "harness/resume.py",
         '"algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},',
         '"algorithm": {"class_path": suite.algorithms[algorithm].class_path},',
         DRIVER,
     ),
     (
         "driver-resume: the task's arguments not compared on resume",
-        "harness/driver.py",
+        "harness/resume.py",
         '"task": suite.task_key(),',
         '"task": suite.task.class_path,',
         DRIVER,
     ),
     (
         "driver-resume: a finished run kept whatever its settings",
-        "harness/driver.py",
+        "harness/resume.py",
         "        if before != spec:\n",
         '        if before != spec and not (run_dir / "run.json").exists():\n',
         DRIVER,
     ),
     (
         "driver-resume: a changed setting named without its parents",
-        "harness/driver.py",
+        "harness/resume.py",
         'out += changed_settings(a, b, f"{prefix}{key}.")',
         'out += changed_settings(a, b, f"{key}.")',
         DRIVER,
@@ -1378,7 +1378,7 @@ MUTANTS = [
     # #47: provenance and its refusals
     (
         "provenance: a resume from other starting weights continued",
-        "harness/driver.py",
+        "harness/resume.py",
         '    check_same_start([("the run", recorded), ("its resume", origin)], run_dir.name)',
         "    pass",
         ["tests/test_provenance.py"],
@@ -1435,14 +1435,14 @@ MUTANTS = [
     ),
     (
         "pin: the step-0 evaluation's key without max_new_tokens",
-        "harness/driver.py",
+        "harness/step_zero.py",
         '                "max_new_tokens": module.sampling.max_new_tokens,',
         "",
         ["tests/test_driver.py::test_the_step_zero_evaluation_is_reused_only_at_the_same_length_limit"],
     ),
     (
         "pin: a run folder without spec.json skipped as finished",
-        "harness/driver.py",
+        "harness/resume.py",
         "        if before != spec:",
         "        if before is not None and before != spec:",
         ["tests/test_driver.py::test_a_folder_without_its_settings_is_moved_aside_not_skipped_or_resumed"],
@@ -1884,7 +1884,7 @@ MUTANTS = [
     ),
     (
         "round four: the lock check looks requirements up by their written name",
-        "scripts/lock.py",
+        "maintenance/lock.py",
         "        pinned = pins.get(normal(req.name))",
         "        pinned = pins.get(req.name)",
         ["tests/test_lock.py::test_the_check_finds_a_requirement_under_its_normalised_name"],
@@ -2017,7 +2017,7 @@ MUTANTS = [
     ),
     (
         "round four: keep_policy's replay kept whatever its records",
-        "harness/driver.py",
+        "harness/finished.py",
         "    if replayed.select(kept).equals(recorded.select(kept)):",
         "    if True:",
         ["tests/test_driver.py::test_a_replays_policy_is_kept_only_when_its_records_are_the_runs"],

@@ -3,8 +3,8 @@ the one their leaderboards were published with: each study's leaderboard.parquet
 `--before`, a git revision, or as it stands) beside the same records aggregated again, without
 writing anything. `--markdown` prints today's verdict of every multi-seed comparison instead.
 
-    python scripts/verdict_changes.py --before 68450a8   # the studies before their republication
-    python scripts/verdict_changes.py --markdown         # the table in docs/studies/verdicts.md
+    python maintenance/verdict_changes.py --before 68450a8   # the studies before their republication
+    python maintenance/verdict_changes.py --markdown         # the table in docs/studies/verdicts.md
 """
 
 from __future__ import annotations

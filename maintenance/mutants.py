@@ -1,9 +1,9 @@
 """Scripted mutants over the training path, the algorithms, the tasks and the leaderboard: one
 plausible bug at a time, put into a scratch copy of the tree, and the tests that concern it run
-there. A mutant is killed when they fail. The list is data, in scripts/mutants_table.py. Prints a
+there. A mutant is killed when they fail. The list is data, in maintenance/mutants_table.py. Prints a
 markdown table (docs/mutants.md holds the last one, with the command):
 
-    python scripts/mutants.py [--only NAME ...] [--since REV] [--out FILE]
+    python maintenance/mutants.py [--only NAME ...] [--since REV] [--out FILE]
 """
 
 from __future__ import annotations

