@@ -33,7 +33,7 @@ from lightning.pytorch.loggers import CSVLogger
 from harness.config import Benchmark, Suite, TrainerArgs
 from harness.leaderboard import compact, publish, run_table
 from harness.locks import Lock, exclusive
-from harness.models import load_policy, starting_weights, weights_recipe
+from harness.models import load_policy
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
 from harness.progress import bar_shown, progress
 from harness.provenance import (
@@ -42,7 +42,6 @@ from harness.provenance import (
     describe,
     environment,
     environment_key,
-    weights_digest,
 )
 from harness.records import (
     MEASURED,
@@ -59,6 +58,7 @@ from harness.records import (
     write_json,
 )
 from harness.report import write as write_page
+from harness.start import StartingWeights, weights_digest
 from rollout import distributed
 from rollout.lora import add_adapters, has_adapters, save_adapter
 from rollout.memory import estimate_mb
@@ -131,10 +131,8 @@ class Progress:
 
     def needs_weights(self, planned: PlannedRun) -> str | None:
         """The cache key of the starting weights `planned` will build, or None when they exist."""
-        recipe = weights_recipe(planned.suite.model, planned.suite.task_key())
-        if recipe is None or (self.cache_dir / "policies" / recipe[1] / "recipe.json").exists():
-            return None
-        return recipe[1]
+        start = StartingWeights.of(planned.suite)
+        return None if start.built(self.cache_dir) else start.key
 
     def label(self) -> str:
         text = f"({self.index + 1}/{len(self.runs)})"
@@ -175,7 +173,7 @@ def build_module(
     evaluate). `setting_changes` replace fields of the suite's settings (e.g. schedule={"steps":
     5}) for this module only."""
     task = suite.task.build()
-    weights = weights or starting_weights(suite.model, task, suite.task_key(), cache_dir)
+    weights = weights or StartingWeights.of(suite).build(task, cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
     digest = weights_digest(policy)  # of the weights as loaded, before any adapter
@@ -213,11 +211,10 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
     own, settings = suite.algorithm_settings(algorithm)
-    recipe = weights_recipe(suite.model, suite.task_key())
     spec = {
         "task": suite.task_key(),
         "model": asdict(suite.model),
-        "starting_weights": recipe[1] if recipe else suite.model.path,
+        "starting_weights": StartingWeights.of(suite).key or suite.model.path,
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
         **{name: asdict(value) for name, value in settings.items()},

@@ -104,7 +104,7 @@ def test_changed_settings_are_named_by_their_path():
 
 
 # Fields whose other value cannot be made up from their type alone
-OTHER_VALUES = {"trainer.loggers": ["csv"], "model.warm_start.hindsight_feedback": ["full", "outcome"]}
+OTHER_VALUES = {"trainer.loggers": ["csv"], "model.warm_start.teach": {"algorithms.hp_rlvr.HPRLVR": {"fraction": 0.3}}}
 
 
 def another_value(dotted: str, owner: type, name: str, value):

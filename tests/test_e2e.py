@@ -157,7 +157,7 @@ def test_saturated_groups_give_exactly_zero_gradient_records(tmp_path):
 @pytest.mark.slow
 def test_hp_rlvr_and_grpo_pair_share_weights_and_prompts(tmp_path):
     pair = suite("pair", "tasks.math.MathTask", steps=3)
-    pair["model"]["warm_start"]["hindsight_fraction"] = 0.3
+    pair["model"]["warm_start"]["teach"] = {"algorithms.hp_rlvr.HPRLVR": {"fraction": 0.3}}
     pair["algorithms"] = {
         "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 8}},
         "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 3}},
