@@ -116,7 +116,8 @@ def test_grpo_run_writes_one_row_per_step_and_a_leaderboard(tmp_path):
     assert info["group_size"] == 4 and info["steps"] == 3
     assert info["versions"]["torch"] == torch.__version__  # with its build tag: +cpu and +cu130 are told apart
     from harness.models import load_policy
-    from harness.provenance import data_digest, weights_digest
+    from harness.provenance import data_digest
+    from harness.start import weights_digest
     from rollout.kernels import has_avx2
 
     (recipe,) = (tmp_path / "cache" / "policies").glob("*/recipe.json")
