@@ -35,7 +35,7 @@ from harness.leaderboard import compact, publish, run_table
 from harness.locks import Lock, exclusive
 from harness.models import load_policy
 from harness.plan import PlannedRun, RunFilter, plan  # noqa: F401  (the CLI's and slurm's: harness.driver.plan)
-from harness.progress import bar_shown, progress
+from harness.progress import bar_shown, fmt_duration, progress
 from harness.provenance import (
     check_same_start,
     data_digest,
@@ -49,7 +49,6 @@ from harness.records import (
     Damaged,
     StepRecorder,
     check_checkpoint,
-    fmt_duration,
     read_run,
     records_frame,
     resume_point,

@@ -29,8 +29,8 @@ import torch
 
 from harness.locks import exclusive
 from harness.models import demonstrated, load_policy, task_corpus, warm_start
+from harness.progress import fmt_duration
 from harness.provenance import lock
-from harness.records import fmt_duration
 from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
 from harness.shipped import copy_into, shipped
 from harness.tiny import save_tiny
@@ -39,7 +39,6 @@ from tasks.base import Task
 
 if TYPE_CHECKING:
     from algorithms.teaching import Teaching
-    from harness.config import Suite
 
 # Bump when the warm-start recipe or its arithmetic changes, to invalidate caches. What changes
 # one task's problems or demonstrations is that task's `version`, in its key.
@@ -53,12 +52,15 @@ their keys."""
 
 @dataclass
 class StartingWeights:
+    """A suite's starting weights: `recipe` and `key` say what they are, `build` makes them."""
+
     model: ModelArgs
     task_key: dict
     """What identifies the task (`Suite.task_key`)."""
 
     @classmethod
-    def of(cls, suite: Suite) -> StartingWeights:
+    def of(cls, suite) -> StartingWeights:
+        """A suite's (harness.config.Suite: its model and its task's key)."""
         return cls(suite.model, suite.task_key())
 
     @cached_property
@@ -182,15 +184,21 @@ def tiny_key(config: TinyConfig) -> dict:
 
 def warm_start_key(args: WarmStartArgs) -> dict:
     """The warm start's settings as the key holds them: its own (rl_only left out at 0, as before
-    it existed), and each teaching's entries over UNTAUGHT."""
-    own = {k: v for k, v in asdict(args).items() if k != "teach" and not (k == "rl_only" and v == 0)}
-    taught: dict = {}
+    it existed), and where `teach` stands, each teaching's entries over UNTAUGHT (in the order the
+    fields they replace had, so that a recipe.json reads as before)."""
+    taught = dict(UNTAUGHT)
     for teaching in teachings(args):
         entries = teaching.key()
-        if twice := taught.keys() & entries.keys():
+        if twice := (taught.keys() - UNTAUGHT.keys()) & entries.keys():
             raise ValueError(f"teach: two teachings write {', '.join(sorted(twice))} into the key")
         taught |= entries
-    return {**UNTAUGHT, **own, **taught}
+    key = {}
+    for name, value in asdict(args).items():
+        if name == "teach":
+            key |= taught
+        elif not (name == "rl_only" and value == 0):
+            key[name] = value
+    return key
 
 
 def teachings(args: WarmStartArgs) -> list[Teaching]:
