@@ -47,11 +47,10 @@ they were sampled with (a tiny model has no chat turn to put it in). Rendered (m
 
 A model reads this block only if something taught it to: `warm_start.teach: {algorithms.sdpo.SDPO:
 {fraction: ...}}` lays that share of the warm start's examples out this way (`TeacherTeaching`,
-`teacher_example`), and the probe recorded each
-step (`self_distillation/probe_logprob_gain`) is the policy's mean log-prob gain on a successful
-rollout's own tokens when the block shows that rollout as the solution: about 0 for a model that
-ignores the block, up to `self_distillation/probe_headroom` (their mean -log p without the block)
-for one that copies from it.
+`teacher_example`), and the probe recorded each step (`self_distillation/probe_logprob_gain`) is
+the policy's mean log-prob gain on a successful rollout's own tokens when the block shows that
+rollout as the solution: about 0 for a model that ignores the block, up to
+`self_distillation/probe_headroom` (their mean -log p without the block) for one that copies from it.
 """
 
 from __future__ import annotations
