@@ -25,6 +25,7 @@ from torch.distributed.tensor import DTensor
 from algorithms.fidelity import eligible_spans, locate, on_span, step_fidelity
 from algorithms.loss import policy_loss
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
+from algorithms.teaching import Teaching
 from rollout import distributed
 from rollout.batch import Rollouts, concatenate, solved
 from rollout.decoding import RolloutEngine
@@ -74,6 +75,10 @@ class RLVRModule(L.LightningModule):
     """`update` settings the algorithm is defined by (DAPO's clip_high, GSPO's ratio_level), applied
     over the suite's and under the algorithm's own `init_args.update`: they stand in its spec and
     in the leaderboard's `own_settings` like any other setting."""
+    teaching: ClassVar[type[Teaching] | None] = None
+    """The settings and examples that teach a small model to read the algorithm's privileged
+    context in the warm start (algorithms/teaching.py), for `model.warm_start.teach` to name by
+    the algorithm's class path; None: it has none to teach."""
 
     def __init__(
         self,

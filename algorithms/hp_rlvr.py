@@ -23,13 +23,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Annotated, Literal
 
 import torch
 from torch import Tensor
 
 from algorithms.base import RLVRModule
+from algorithms.teaching import Teaching
 from rollout import distributed
 from rollout.batch import Rollouts, as_text, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
@@ -67,6 +68,41 @@ class HindsightTemplate:
 
     def __post_init__(self):
         check_fields(self)
+
+
+@dataclass
+class HindsightTeaching(Teaching):
+    """The warm start's examples in the hindsight layout (`hindsight_example`), so that a tiny
+    model learns to read the block: `model.warm_start.teach: {algorithms.hp_rlvr.HPRLVR:
+    {fraction: 0.3}}`."""
+
+    segments: PositiveInt = 4
+    """The segments a demonstration is cut into, one of them scored, as HP-RLVR's `segments` cuts a
+    rollout: the base reads the blocks of the K a suite's HP-RLVR will use."""
+    feedback: list[str] = field(default_factory=lambda: ["full"])
+    """What of the verdict the examples' blocks hold (HP-RLVR's `feedback`), one drawn per example:
+    a base meant for the feedback ablation reads every mode it will be given."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        modes = ("full", "outcome", "none")
+        if not self.feedback or any(m not in modes for m in self.feedback):
+            raise ValueError(f"feedback: expected a list of {', '.join(modes)} (got {self.feedback})")
+
+    def example(self, task, problem, tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
+        mode = self.feedback[0] if len(self.feedback) == 1 else rng.choice(self.feedback)
+        return hindsight_example(task, problem, tokenizer, HindsightTemplate(), self.segments, rng, mode)
+
+    def key(self) -> dict:
+        # the names these settings had in the warm start's own, so that cached weights keep their keys
+        return {
+            "hindsight_fraction": self.fraction,
+            "hindsight_segments": self.segments,
+            "hindsight_feedback": self.feedback,
+        }
+
+    def templates(self) -> dict:
+        return {"hindsight_template": asdict(HindsightTemplate())} if self.fraction > 0 else {}
 
 
 @dataclass
@@ -346,6 +382,7 @@ class HistoricalBaseline:
 
 class HPRLVR(RLVRModule):
     group_size = 1
+    teaching = HindsightTeaching
 
     def __init__(
         self,

@@ -45,12 +45,12 @@ they were sampled with (a tiny model has no chat turn to put it in). Rendered (m
     Q: 14-3*9
     A: 3*9=27 14-27=-12 #### -12<eos>     <- rollout 2's own tokens, the scored ones
 
-A model reads this block only if something taught it to: `warm_start.teacher_fraction` lays that
-share of the warm start's examples out this way (`teacher_example`), and the probe recorded each
-step (`self_distillation/probe_logprob_gain`) is the policy's mean log-prob gain on a successful
-rollout's own tokens when the block shows that rollout as the solution: about 0 for a model that
-ignores the block, up to `self_distillation/probe_headroom` (their mean -log p without the block)
-for one that copies from it.
+A model reads this block only if something taught it to: `warm_start.teach: {algorithms.sdpo.SDPO:
+{fraction: ...}}` lays that share of the warm start's examples out this way (`TeacherTeaching`,
+`teacher_example`), and the probe recorded each step (`self_distillation/probe_logprob_gain`) is
+the policy's mean log-prob gain on a successful rollout's own tokens when the block shows that
+rollout as the solution: about 0 for a model that ignores the block, up to
+`self_distillation/probe_headroom` (their mean -log p without the block) for one that copies from it.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from torch import Tensor
 from algorithms.grpo import GRPO
 from algorithms.hp_rlvr import completion_tokens, corrected_targets, next_token_hidden, slip_of
 from algorithms.settings import GroupSize
+from algorithms.teaching import Teaching
 from rollout.batch import Rollouts, as_text, left_padded, position_ids, solved
 from rollout.decoding import eval_mode
 from rollout.ranges import PositiveFloat, PositiveInt, Probability, Range, UnitInterval, check_fields
@@ -298,6 +299,22 @@ def teacher_example(task, problem, tokenizer, reprompt: Reprompt, rng: random.Ra
     return prefix + realized, [-100] * len(prefix) + labels
 
 
+@dataclass
+class TeacherTeaching(Teaching):
+    """The warm start's examples in the teacher's layout (`teacher_example`), so that a tiny model
+    learns to read the teacher block: `model.warm_start.teach: {algorithms.sdpo.SDPO: {fraction: 0.2}}`."""
+
+    def example(self, task, problem, tokenizer, rng: random.Random) -> tuple[list[int], list[int]]:
+        return teacher_example(task, problem, tokenizer, Reprompt(), rng)
+
+    def key(self) -> dict:
+        # its name in the warm start's own settings; left out at 0, as before it existed
+        return {"teacher_fraction": self.fraction} if self.fraction else {}
+
+    def templates(self) -> dict:
+        return {"teacher_template": dataclasses.asdict(Reprompt())} if self.fraction > 0 else {}
+
+
 def check_sampled_token(mode: str, alpha: float) -> None:
     """The sampled-token objective is the reverse KL alone: it takes no other alpha."""
     if mode == "sampled_token" and alpha != 1.0:
@@ -305,6 +322,8 @@ def check_sampled_token(mode: str, alpha: float) -> None:
 
 
 class SDPO(GRPO):
+    teaching = TeacherTeaching
+
     def __init__(
         self,
         group_size: GroupSize = 8,

@@ -10,13 +10,9 @@ from pathlib import Path
 import lightning as L
 
 from harness.config import Suite
-from harness.models import load_policy, starting_weights
-from harness.provenance import (
-    weights_digest,
-)
-from harness.records import (
-    Damaged,
-)
+from harness.models import load_policy
+from harness.records import Damaged
+from harness.start import StartingWeights, weights_digest
 from rollout.lora import add_adapters
 from rollout.scoring import activation_checkpointing
 
@@ -29,7 +25,7 @@ def build_module(
     evaluate). `setting_changes` replace fields of the suite's settings (e.g. schedule={"steps":
     5}) for this module only."""
     task = suite.task.build()
-    weights = weights or starting_weights(suite.model, task, suite.task_key(), cache_dir)
+    weights = weights or StartingWeights.of(suite).build(task, cache_dir)
     L.seed_everything(seed, verbose=False)
     policy, tokenizer = load_policy(weights, suite.model.dtype)
     digest = weights_digest(policy)  # of the weights as loaded, before any adapter

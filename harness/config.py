@@ -431,6 +431,13 @@ def parse_suite(raw: Any, where: str, folder: Path | None = None) -> Suite:
             )
         # a folder of weights (a checkpoint, a kept policy) starts RL as it is unless told otherwise
         raw_model = {"preset": None, "warm_start": None} | raw_model
+    warm = raw_model.get("warm_start") if isinstance(raw_model, dict) else None
+    for key in warm if isinstance(warm, dict) else ():
+        if str(key).startswith(("hindsight_", "teacher_")):  # the warm start's settings until algorithms declared them
+            raise ConfigError(
+                f"{where}.model.warm_start.{key}: moved to the algorithm that reads the context: "
+                "teach: {<its class path>: {fraction: ...}} (docs/algorithms.md#teaching-a-privileged-context)"
+            )
     model = build_dataclass(ModelArgs, raw_model, f"{where}.model")
     if model.path is not None:
         model = dataclasses.replace(model, path=from_config(folder, model.path))
@@ -495,6 +502,28 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def check_teachings(suite: Suite, where: str) -> None:
+    """Each context the warm start teaches: an algorithm that declares a `teaching`, given settings
+    its teaching takes, and no two writing the same entry of the starting weights' key."""
+    from harness.start import warm_start_key
+
+    ws = suite.model.warm_start
+    for path, settings in (ws.teach if ws else {}).items():
+        at = f"{where}.model.warm_start.teach.{path}"
+        try:
+            cls = ClassSpec(path).resolve()
+        except (AttributeError, ImportError, ValueError) as error:
+            raise ConfigError(f"{at}: cannot import the algorithm {path!r} ({error})") from None
+        if getattr(cls, "teaching", None) is None:
+            raise ConfigError(f"{at}: {path} declares no `teaching`: it has no context to teach")
+        build_dataclass(cls.teaching, settings, at)
+    if ws is not None:
+        try:
+            warm_start_key(ws)
+        except ValueError as error:
+            raise field_error(f"{where}.model.warm_start", error) from None
+
+
 def check_classes(suite: Suite, where: str) -> None:
     """What needs the suite's classes imported: the task and each algorithm with its own
     arguments, and how each algorithm's settings (its overrides applied) fit the task and trainer."""
@@ -502,6 +531,7 @@ def check_classes(suite: Suite, where: str) -> None:
     from tasks.base import Task
 
     check_class(suite.task, f"{where}.task", Task)
+    check_teachings(suite, where)
     for name, spec in suite.algorithms.items():
         check_class(spec, f"{where}.algorithms.{name}", RLVRModule)
     t = suite.trainer

@@ -1,19 +1,15 @@
 """What a benchmark will cost and what it can detect, said before anything trains: each warm start
-still to build, with a time estimated from the warm starts this cache already holds, and each
-suite's held-out set and seeds with the least gain its verdicts can call beyond noise."""
+still to build (its estimate: harness/start.py), and each suite's held-out set and seeds with the
+least gain its verdicts can call beyond noise."""
 
 from __future__ import annotations
 
 import inspect
-import json
 import math
-import statistics
-from pathlib import Path
 
 from harness.config import Benchmark, Suite
-from harness.models import weights_recipe
 from harness.plan import PlannedRun
-from harness.records import fmt_duration
+from harness.start import StartingWeights
 from harness.verdicts import planned_detectable
 
 TOO_COARSE = 0.10
@@ -61,40 +57,14 @@ def declared_size(suite: Suite) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def seconds_per_example(cache_dir: Path, task_class: str) -> tuple[float, str] | None:
-    """The median seconds a warm-start example took in the warm starts this cache holds, those
-    of the same task class if any (examples differ in length from task to task), and which."""
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    for recipe in (cache_dir / "policies").glob("*/recipe.json"):
-        info = json.loads(recipe.read_text())
-        ws, report = info.get("warm_start") or {}, info.get("report") or {}
-        if ws.get("steps") and ws.get("batch_size") and report.get("seconds"):
-            same = (info.get("task") or {}).get("class_path") == task_class
-            rates[same].append(report["seconds"] / (ws["steps"] * ws["batch_size"]))
-    for same, kind in ((True, "of this task"), (False, "of other tasks")):
-        if rates[same]:
-            return statistics.median(rates[same]), kind
-    return None
-
-
 def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
     """The lines said before a benchmark trains."""
     lines, seen = [], set()
     for suite in {id(r.suite): r.suite for r in runs}.values():
-        recipe = weights_recipe(suite.model, suite.task_key())
-        ws = suite.model.warm_start
-        if recipe and ws and recipe[1] not in seen and not (benchmark.cache_dir / "policies" / recipe[1]).is_dir():
-            seen.add(recipe[1])
-            pace = seconds_per_example(benchmark.cache_dir, suite.task.class_path)
-            guess = (
-                f"about {fmt_duration(pace[0] * ws.steps * ws.batch_size)} at the pace of the warm starts {pace[1]} "
-                "in this cache" + (" (whose examples may be shorter or longer)" if pace[1] != "of this task" else "")
-                if pace
-                else "no earlier warm start in this cache to estimate its time from"
-            )
-            lines.append(
-                f"[{suite.name}] warm start to build first: {ws.steps} steps of {ws.batch_size} examples, {guess}"
-            )
+        start = StartingWeights.of(suite)
+        if start.key not in seen and (cost := start.estimate(benchmark.cache_dir)):
+            seen.add(start.key)
+            lines.append(f"[{suite.name}] warm start to build first: {cost}")
         size = held_out_size(suite)
         if size is None:
             continue

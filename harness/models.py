@@ -1,18 +1,13 @@
-"""Where a run's starting weights come from: the tiny preset or a local directory, optionally
-warm-started by supervised learning on the task's demonstrations, cached under a hash of
-everything that determines the result so that every run of a pair starts from the same weights
-and only the first pays for it."""
+"""The weights' loading, and the supervised warm start that builds a suite's starting weights
+(harness/start.py) from the task's demonstrations: its examples, laid out by the teachings the
+suite's warm start names (algorithms/teaching.py), packed into batches, and its training loop."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import random
-import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -20,18 +15,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import rollout.attention
-from harness.locks import exclusive
+from algorithms.teaching import Teaching
 from harness.progress import bar_shown, progress
-from harness.provenance import lock, weights_digest
-from harness.settings import ModelArgs, TinyConfig, WarmStartArgs
-from harness.shipped import copy_into, shipped
-from harness.tiny import save_tiny
-from rollout import kernels
+from harness.settings import WarmStartArgs
 from tasks.base import Problem, Task
-
-# Bump when the warm-start recipe or its arithmetic changes, to invalidate caches. What changes
-# one task's problems or demonstrations is that task's `version`, in its key.
-WARM_START_VERSION = 4
 
 
 def load_policy(directory: str | Path, dtype: str = "float32", attention: str = rollout.attention.IMPLEMENTATION):
@@ -40,137 +27,6 @@ def load_policy(directory: str | Path, dtype: str = "float32", attention: str = 
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=getattr(torch, dtype), attn_implementation=attention)
     return model, tokenizer
-
-
-def weights_recipe(model: ModelArgs, task_key: dict) -> tuple[dict, str] | None:
-    """(what determines a run's starting weights, its hash: the cache key), or None when they
-    are `model.path` as it is."""
-    if model.preset is None and model.warm_start is None:
-        return None
-    recipe = {
-        "version": WARM_START_VERSION,
-        "base": model.path if model.preset is None else {"tiny": tiny_key(model.tiny)},
-        "task": task_key,
-        "warm_start": warm_start_key(model.warm_start) if model.warm_start else None,
-    }
-    if model.warm_start and model.warm_start.hindsight_fraction > 0:
-        from algorithms.hp_rlvr import HindsightTemplate
-
-        recipe["hindsight_template"] = asdict(HindsightTemplate())
-    if model.warm_start and model.warm_start.teacher_fraction > 0:
-        from algorithms.sdpo import Reprompt
-
-        recipe["teacher_template"] = asdict(Reprompt())
-    return recipe, hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def starting_weights(model: ModelArgs, task: Task, task_key: dict, cache_dir: Path) -> Path:
-    """The directory of the weights RL starts from, building and caching them if needed (or copying
-    them from those the project ships, harness/shipped.py). Processes
-    that need the same weights at once build them once: the first holds the entry's file lock
-    while it builds, the others wait for it and load what it wrote."""
-    recipe = weights_recipe(model, task_key)
-    if recipe is None:
-        return Path(model.path)
-    recipe, key = recipe
-    target = cache_dir / "policies" / key
-    if (target / "recipe.json").exists():
-        return built_elsewhere_warning(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(target.with_name(key + ".lock")):
-        if (target / "recipe.json").exists():  # built by another process while this one waited
-            return target
-        staging = target.with_name(key + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            build(model, task, recipe, staging, key)
-        except BaseException:  # SIGTERM, Ctrl-C, a failure: nothing half-built stays
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        staging.rename(target)  # atomic: a cache entry is complete or absent
-    return built_elsewhere_warning(target)
-
-
-def build(model: ModelArgs, task: Task, recipe: dict, staging: Path, key: str) -> None:
-    """The starting weights into `staging`, copied from the project's or built, with their
-    recipe.json written last: the recipe, and the digest of the weights as they load (checked
-    whenever they are loaded, harness/driver.py)."""
-    if folder := shipped(key):
-        copy_into(folder, staging)
-        print(
-            f"starting weights {key}: shipped with the project ({folder}, files checked); "
-            "HARNESS_BUILD_WEIGHTS=1 builds them here instead"
-        )
-        recipe = json.loads((staging / "recipe.json").read_text())
-        recipe["weights_digest"] = weights_digest(load_policy(staging, model.dtype)[0])
-        (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
-        return
-    target = staging.with_name(key)
-    print(f"building the starting weights {target} (cached for every run that needs them)")
-    rl_only = model.warm_start.rl_only if model.warm_start else 0
-    started = time.perf_counter()
-    demonstrated(task, rl_only)  # the task's problems and demonstrations, timed on their own
-    report = {"problems_s": time.perf_counter() - started}
-    if model.preset == "tiny":
-        started = time.perf_counter()
-        save_tiny(model.tiny, staging, corpus=task_corpus(task, rl_only) if model.tiny.vocabulary else None)
-        report["vocabulary_s"] = time.perf_counter() - started
-        base = staging
-    else:
-        base = Path(model.path)
-    if model.warm_start is not None:
-        policy, tokenizer = load_policy(base, model.dtype)
-        report |= warm_start(policy, tokenizer, task, model.warm_start)
-        policy.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        recipe["report"] = report
-        print(
-            f"starting weights built: problems {report['problems_s']:.1f} s, "
-            + (f"vocabulary {report['vocabulary_s']:.1f} s, " if "vocabulary_s" in report else "")
-            + f"training {report['seconds']:.1f} s ({report['batches_s']:.1f} s of it making batches)"
-        )
-    recipe["built_with"] = built_with()
-    recipe["weights_digest"] = weights_digest(load_policy(staging, model.dtype)[0])
-    (staging / "recipe.json").write_text(json.dumps(recipe, indent=2))
-
-
-def built_with() -> dict:
-    """What a warm start's weights depend on besides their recipe (the cache key): the CPU kernels'
-    mode and the lock (rollout/kernels.py, harness/provenance.py)."""
-    return {"cpu_kernels": kernels.level()["mode"], "lock": lock()["digest"]}
-
-
-def built_elsewhere_warning(target: Path) -> Path:
-    """`target`, saying so once when its weights were built on other kernels or another lock than
-    this process runs (or before either was recorded): the same recipe then gives other weights,
-    so runs from these will not reproduce records made with the weights built here."""
-    recorded = json.loads((target / "recipe.json").read_text()).get("built_with")
-    now = built_with()
-    if recorded != now and target not in _warned:
-        _warned.add(target)
-        print(
-            f"warning: the starting weights {target} were built with {recorded or 'kernels and a lock not recorded'}, "
-            f"this process runs {now}: records from them differ from those of weights built here "
-            f"(delete the folder to build them again)"
-        )
-    return target
-
-
-_warned: set[Path] = set()
-
-
-def tiny_key(config: TinyConfig) -> dict:
-    # A default that did not exist when earlier caches were written stays out of their key.
-    return {
-        k: v
-        for k, v in asdict(config).items()
-        if not ((k == "vocabulary" and v == 0) or (k == "split_digits" and not v))
-    }
-
-
-def warm_start_key(args: WarmStartArgs) -> dict:
-    # As tiny_key: a default that did not exist when earlier caches were written stays out.
-    return {k: v for k, v in asdict(args).items() if not (k in ("rl_only", "teacher_fraction") and v == 0)}
 
 
 def demonstrated(task: Task, rl_only: int = 0) -> Sequence[Problem]:
@@ -214,49 +70,38 @@ class Encoded(dict):
 
 
 class Demonstrations(torch.utils.data.IterableDataset):
-    """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), a
-    `hindsight_fraction` of them in HP-RLVR's hindsight layout instead and a `teacher_fraction`
-    in SDPO's teacher layout."""
+    """Endless seeded batches of prompt + completion + EOS (labels -100 on the prompt), each
+    teaching's `fraction` of them in its own layout instead (algorithms/teaching.py)."""
 
     def __init__(
-        self,
-        task: Task,
-        tokenizer,
-        batch_size: int,
-        seed: int,
-        hindsight_fraction: float = 0.0,
-        segments: int = 4,
-        feedback: tuple[str, ...] = ("full",),
-        rl_only: int = 0,
-        teacher_fraction: float = 0.0,
+        self, task: Task, tokenizer, batch_size: int, seed: int, teachings: Sequence[Teaching] = (), rl_only: int = 0
     ):
         self.task, self.tokenizer, self.batch_size, self.seed = task, tokenizer, batch_size, seed
-        self.hindsight_fraction, self.segments, self.feedback = hindsight_fraction, segments, tuple(feedback)
-        self.rl_only, self.teacher_fraction = rl_only, teacher_fraction
+        self.teachings, self.rl_only = list(teachings), rl_only
         self.batches_s = 0.0  # time spent making batches (the rest of a warm start is arithmetic)
 
     def __iter__(self):
-        from algorithms.hp_rlvr import HindsightTemplate, hindsight_example
-        from algorithms.sdpo import Reprompt, teacher_example
-
         rng = random.Random(self.seed)
-        tok, template, reprompt = TokenMemo(self.tokenizer), HindsightTemplate(), Reprompt()
+        tok = TokenMemo(self.tokenizer)
         problems = [p for p in demonstrated(self.task, self.rl_only) if p.demonstration]
         while True:
             started = time.perf_counter()
-            rows = []
-            for problem in rng.sample(problems, min(self.batch_size, len(problems))):
-                layout_draw = rng.random()  # one draw either way: a base without teacher examples is unchanged
-                if layout_draw < self.hindsight_fraction:
-                    mode = self.feedback[0] if len(self.feedback) == 1 else rng.choice(self.feedback)
-                    rows.append(hindsight_example(self.task, problem, tok, template, self.segments, rng, mode))
-                elif layout_draw < self.hindsight_fraction + self.teacher_fraction:
-                    rows.append(teacher_example(self.task, problem, tok, reprompt, rng))
-                else:
-                    rows.append(self.task.supervised_example(problem, tok))
+            rows = [
+                self.example(problem, tok, rng) for problem in rng.sample(problems, min(self.batch_size, len(problems)))
+            ]
             parts = layout(rows, tok.pad_token_id)
             self.batches_s += time.perf_counter() - started
             yield {"parts": parts}
+
+    def example(self, problem: Problem, tok, rng: random.Random) -> tuple[list[int], list[int]]:
+        """One example: the first teaching whose share, summed with those before it, passes one
+        draw lays it out, else the task's own."""
+        layout_draw, bound = rng.random(), 0.0  # one draw either way: a base that teaches nothing is unchanged
+        for teaching in self.teachings:
+            bound += teaching.fraction
+            if layout_draw < bound:
+                return teaching.example(self.task, problem, tok, rng)
+        return self.task.supervised_example(problem, tok)
 
 
 PACKED_SLOT_COST = 1.15
@@ -357,7 +202,9 @@ class SupervisedWarmStart(L.LightningModule):
         return [optimizer], [{"scheduler": schedule, "interval": "step"}]
 
 
-def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
+def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs, teachings: Sequence[Teaching] = ()) -> dict:
+    """Train `policy` on the task's demonstrations, `teachings` (harness.start.teachings(args))
+    laid out on their shares of the examples."""
     if not any(p.demonstration for p in demonstrated(task, args.rl_only)):
         raise ValueError("warm_start: the task has no demonstrations" + (" after rl_only" if args.rl_only else ""))
     L.seed_everything(args.seed, verbose=False)
@@ -374,17 +221,7 @@ def warm_start(policy, tokenizer, task: Task, args: WarmStartArgs) -> dict:
         callbacks=progress("warm start", args.steps, refresh_rate=20),
         enable_progress_bar=bar_shown(),
     )
-    examples = Demonstrations(
-        task,
-        tokenizer,
-        args.batch_size,
-        args.seed,
-        args.hindsight_fraction,
-        args.hindsight_segments,
-        args.hindsight_feedback,
-        args.rl_only,
-        args.teacher_fraction,
-    )
+    examples = Demonstrations(task, tokenizer, args.batch_size, args.seed, teachings, args.rl_only)
     data = torch.utils.data.DataLoader(examples, batch_size=None)
     started = time.perf_counter()
     trainer.fit(module, data)

@@ -75,7 +75,7 @@ def smoke(benchmark: Benchmark) -> Benchmark:
     evaluations on the first SMOKE_HELD_OUT held-out problems, on its own warm start where that
     is cached and on a SMOKE_WARM_START-step one otherwise. It measures nothing: a base that short
     solves almost nothing, and most of its updates carry no gradient."""
-    from harness.models import weights_recipe
+    from harness.start import StartingWeights
 
     suites = []
     for suite in benchmark.suites:
@@ -85,8 +85,8 @@ def smoke(benchmark: Benchmark) -> Benchmark:
         limit = min(SMOKE_HELD_OUT, settings["evaluation"].limit or SMOKE_HELD_OUT)
         settings["evaluation"] = dataclasses.replace(settings["evaluation"], every=steps, limit=limit)
         model = suite.model
-        recipe = weights_recipe(model, suite.task_key())
-        cached = recipe is not None and (benchmark.cache_dir / "policies" / recipe[1] / "recipe.json").exists()
+        start = StartingWeights.of(suite)
+        cached = start.key is not None and start.built(benchmark.cache_dir)
         if model.warm_start is not None and not cached:
             short = dataclasses.replace(model.warm_start, steps=min(SMOKE_WARM_START, model.warm_start.steps))
             model = dataclasses.replace(model, warm_start=short)

@@ -1,6 +1,6 @@
 """Progress of a long loop (a run's steps, a warm start's): Lightning's bar on a terminal, and a
 plain line every tenth of the way where the output goes to a file (a bar redrawn there is most
-of the log)."""
+of the log); and a time left, said (`fmt_duration`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import time
 
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
+
+
+def fmt_duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
 class Lines(L.Callback):

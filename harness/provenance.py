@@ -20,17 +20,6 @@ LOCK = Path(__file__).resolve().parent.parent / "constraints.txt"
 """The lock the README's commands install through (absent from an installed copy of the package)."""
 
 
-def weights_digest(module: torch.nn.Module) -> str:
-    """sha256 (16 hex digits) of a model's parameters and buffers: names, dtypes, shapes and bytes
-    in name order. The same weights give the same digest whatever file format or release wrote them."""
-    h = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        tensor = tensor.detach().to("cpu").contiguous()
-        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        h.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return h.hexdigest()[:16]
-
-
 def data_digest(task: Task) -> str:
     """sha256 (16 hex digits) of the task's problems, training and held-out, as `Task.content`
     gives each (a game file's bytes, say, in place of its path)."""

@@ -390,10 +390,6 @@ without one reads as having it, so adding a setting neither reruns earlier runs 
 apart from new ones in a leaderboard's `own_settings`."""
 
 
-def fmt_duration(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
-
-
 MEASURED = ("wall_clock_s", "timing_s/", "memory/", "machine/", "measure_s")
 """A step's columns that measure the machine rather than the run: they differ from run to run
 on one machine, and the rest of a record does not."""

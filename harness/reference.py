@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 
 from algorithms.base import RLVRModule
 from harness.config import SETTINGS, TrainerArgs
-from harness.models import ModelArgs
+from harness.settings import ModelArgs
 from rollout.ranges import Distinct, Range, declared, describe
 from tasks.base import Task
 
@@ -88,7 +88,9 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def dataclass_settings(cls: type, path: tuple[str, ...]) -> list[Setting]:
-    hints, docs, found = get_type_hints(cls, include_extras=True), field_docs(cls), []
+    hints, docs, found = get_type_hints(cls, include_extras=True), {}, []
+    for owner in reversed(cls.__mro__):  # a field inherited keeps its docstring
+        docs |= field_docs(owner)
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         nested = _dataclass_arm(hints[f.name])
@@ -144,10 +146,14 @@ def class_path(cls: type) -> str:
 
 
 def suite_settings() -> list[Setting]:
-    """The settings of a suite itself (its sections), each algorithm's and each task's."""
+    """The settings of a suite itself (its sections), each algorithm's teaching, each algorithm's
+    and each task's."""
     found = []
     for section, cls in {**SETTINGS, "trainer": TrainerArgs, "model": ModelArgs}.items():
         found += dataclass_settings(cls, (section,))
+    for algorithm in classes("algorithms", RLVRModule):  # what a warm start's `teach` may name
+        if vars(algorithm).get("teaching") is not None:
+            found += dataclass_settings(algorithm.teaching, ("model", "warm_start", "teach", class_path(algorithm)))
     for algorithm in classes("algorithms", RLVRModule):
         found += constructor_settings(algorithm, ("algorithms", class_path(algorithm), "init_args"))
     for task in classes("tasks", Task):

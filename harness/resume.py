@@ -10,7 +10,6 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.config import Suite
-from harness.models import weights_recipe
 from harness.provenance import (
     check_same_start,
     describe,
@@ -24,6 +23,7 @@ from harness.records import (
     with_added_settings,
     write_json,
 )
+from harness.start import StartingWeights
 from rollout import distributed
 
 
@@ -31,11 +31,10 @@ def run_spec(suite: Suite, algorithm: str, seed: int) -> dict:
     """Everything that determines a run's records, as JSON values: what its folder records in
     `spec.json` and a later invocation compares with."""
     own, settings = suite.algorithm_settings(algorithm)
-    recipe = weights_recipe(suite.model, suite.task_key())
     spec = {
         "task": suite.task_key(),
         "model": asdict(suite.model),
-        "starting_weights": recipe[1] if recipe else suite.model.path,
+        "starting_weights": StartingWeights.of(suite).key or suite.model.path,
         "algorithm": {"class_path": suite.algorithms[algorithm].class_path, "init_args": own},
         "seed": seed,
         **{name: asdict(value) for name, value in settings.items()},

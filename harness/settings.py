@@ -47,19 +47,12 @@ class WarmStartArgs:
     rate below the one the warm start ended on, instead of re-warming out of a basin that a
     decay to zero had settled into (which costs points before RL has done anything)."""
     seed: int = 0
-    hindsight_fraction: UnitInterval = 0.0
-    """Share of examples laid out in HP-RLVR's hindsight format (algorithms.hp_rlvr), so that a
-    tiny model learns to read the privileged block. Every algorithm of a suite starts from the
-    same weights, so this is part of the suite's base model, not of HP-RLVR's run."""
-    hindsight_segments: PositiveInt = 4
-    hindsight_feedback: list[str] = field(default_factory=lambda: ["full"])
-    """What of the verdict the hindsight examples' blocks hold (HP-RLVR's `feedback`), one drawn
-    per example: a base meant for the feedback ablation reads every mode it will be given."""
-
-    teacher_fraction: UnitInterval = 0.0
-    """Share of examples laid out in SDPO's teacher format (`algorithms.sdpo.teacher_example`:
-    a solution or a failure's feedback in the block before the prompt), so that a tiny model
-    learns to read SDPO's teacher block. Part of the suite's base model, as `hindsight_fraction`."""
+    teach: dict[str, dict] = field(default_factory=dict)
+    """Privileged contexts the warm start teaches: an algorithm's class path -> the settings of
+    the examples that teach its context (the class's `teaching`, algorithms/teaching.py), e.g.
+    `{algorithms.hp_rlvr.HPRLVR: {fraction: 0.3}}`, each laid out on its `fraction` of the
+    examples. Every algorithm of a suite starts from the same weights, so this is part of the
+    suite's base model: a suite may teach a context that only another suite's algorithm reads."""
 
     rl_only: NonNegativeInt = 0
     """The first `rl_only` training problems are left to RL: the warm start (and a trained
@@ -68,16 +61,13 @@ class WarmStartArgs:
 
     def __post_init__(self):
         check_fields(self)
-        if self.hindsight_fraction + self.teacher_fraction > 1:
-            raise ValueError(
-                f"teacher_fraction: hindsight_fraction + teacher_fraction must be <= 1 "
-                f"(got {self.hindsight_fraction} + {self.teacher_fraction})"
-            )
-        modes = ("full", "outcome", "none")
-        if not self.hindsight_feedback or any(m not in modes for m in self.hindsight_feedback):
-            raise ValueError(
-                f"hindsight_feedback: expected a list of {', '.join(modes)} (got {self.hindsight_feedback})"
-            )
+        for path, settings in self.teach.items():
+            if not isinstance(settings, dict):
+                raise ValueError(f"teach: {path}: expected a mapping of its teaching's settings (got {settings!r})")
+        # a share out of [0, 1] is its teaching's own check to name (harness/config.py)
+        shares = [f for s in self.teach.values() if isinstance(f := s.get("fraction", 0), (int, float)) and 0 <= f <= 1]
+        if sum(shares) > 1:
+            raise ValueError(f"teach: the fractions must sum to at most 1 (got {' + '.join(map(str, shares))})")
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.models import weights_recipe
 from harness.plan import PlannedRun
-from harness.records import fmt_duration
+from harness.progress import fmt_duration
+from harness.start import StartingWeights
 
 
 class Progress:
@@ -21,10 +21,8 @@ class Progress:
 
     def needs_weights(self, planned: PlannedRun) -> str | None:
         """The cache key of the starting weights `planned` will build, or None when they exist."""
-        recipe = weights_recipe(planned.suite.model, planned.suite.task_key())
-        if recipe is None or (self.cache_dir / "policies" / recipe[1] / "recipe.json").exists():
-            return None
-        return recipe[1]
+        start = StartingWeights.of(planned.suite)
+        return None if start.built(self.cache_dir) else start.key
 
     def label(self) -> str:
         text = f"({self.index + 1}/{len(self.runs)})"

@@ -1223,8 +1223,8 @@ MUTANTS = [
     (
         "sdpo: teacher examples take the hindsight examples' share",
         "harness/models.py",
-        "elif layout_draw < self.hindsight_fraction + self.teacher_fraction:",
-        "elif layout_draw < self.teacher_fraction:",
+        "            bound += teaching.fraction",
+        "            bound = teaching.fraction",
         SDPO,
     ),
     # #36: the reference's name, intervals as [low, high], one rule for relative paths
@@ -1399,7 +1399,7 @@ MUTANTS = [
     ),
     (
         "provenance: the weights digest of the names alone",
-        "harness/provenance.py",
+        "harness/start.py",
         '        h.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")',
         "        pass",
         ["tests/test_provenance.py"],
@@ -1849,7 +1849,7 @@ MUTANTS = [
     # test named for it in its module's test file
     (
         "round four: the weights digest blind to tensor names",
-        "harness/provenance.py",
+        "harness/start.py",
         '        h.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())',
         '        h.update(f"{tensor.dtype}:{tuple(tensor.shape)}".encode())',
         [PROVENANCE + "test_the_weights_digest_tells_same_shaped_tensors_apart_by_their_names"],

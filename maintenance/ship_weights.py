@@ -22,17 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.config import load_benchmark  # noqa: E402
-from harness.models import weights_recipe  # noqa: E402
 from harness.shipped import MANIFEST, SHIPPED, check, ship  # noqa: E402
+from harness.start import StartingWeights  # noqa: E402
 
 
 def keys(config: Path) -> dict[str, str]:
     """The starting weights' key of each suite of a benchmark that builds its own, by suite."""
     found = {}
     for suite in load_benchmark(config).suites:
-        recipe = weights_recipe(suite.model, suite.task_key())
-        if recipe:
-            found[suite.name] = recipe[1]
+        if key := StartingWeights.of(suite).key:
+            found[suite.name] = key
     return found
 
 

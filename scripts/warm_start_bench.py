@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from harness.config import load_benchmark
-from harness.models import starting_weights
+from harness.start import StartingWeights
 
 
 def suites_alone(specs: list[str], out: Path) -> Path:
@@ -58,7 +58,7 @@ def main() -> None:
         task = suite.task.build()
         task.train_problems(), task.eval_problems()
         problems = time.perf_counter()
-        weights = starting_weights(suite.model, task, suite.task_key(), benchmark.cache_dir)
+        weights = StartingWeights.of(suite).build(task, benchmark.cache_dir)
         built = time.perf_counter()
         files = {f.name: hashlib.sha256(f.read_bytes()).hexdigest()[:16] for f in sorted(weights.iterdir())}
         print(

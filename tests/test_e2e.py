@@ -116,7 +116,8 @@ def test_grpo_run_writes_one_row_per_step_and_a_leaderboard(tmp_path):
     assert info["group_size"] == 4 and info["steps"] == 3
     assert info["versions"]["torch"] == torch.__version__  # with its build tag: +cpu and +cu130 are told apart
     from harness.models import load_policy
-    from harness.provenance import data_digest, weights_digest
+    from harness.provenance import data_digest
+    from harness.start import weights_digest
     from rollout.kernels import has_avx2
 
     (recipe,) = (tmp_path / "cache" / "policies").glob("*/recipe.json")
@@ -157,7 +158,7 @@ def test_saturated_groups_give_exactly_zero_gradient_records(tmp_path):
 @pytest.mark.slow
 def test_hp_rlvr_and_grpo_pair_share_weights_and_prompts(tmp_path):
     pair = suite("pair", "tasks.math.MathTask", steps=3)
-    pair["model"]["warm_start"]["hindsight_fraction"] = 0.3
+    pair["model"]["warm_start"]["teach"] = {"algorithms.hp_rlvr.HPRLVR": {"fraction": 0.3}}
     pair["algorithms"] = {
         "grpo": {"class_path": "algorithms.grpo.GRPO", "init_args": {"group_size": 8}},
         "hp_rlvr": {"class_path": "algorithms.hp_rlvr.HPRLVR", "init_args": {"segments": 3}},

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from algorithms.base import EvalArgs, pass_at_k
-from algorithms.hp_rlvr import HindsightTemplate, block_feedback, hindsight_views, render_block
-from harness.models import WarmStartArgs, load_policy
+from algorithms.hp_rlvr import HindsightTeaching, HindsightTemplate, block_feedback, hindsight_views, render_block
+from harness.models import load_policy
 from harness.tiny import build_tokenizer
 from rollout.batch import completed, left_padded
 from rollout.decoding import RolloutEngine, SamplingArgs
@@ -151,8 +151,8 @@ def test_the_feedback_modes_of_the_block():
     assert text("full") == "Later: 3+4=7 Verdict: wrong: expected 7\n"
     assert text("outcome") == "Later: 3+4=7 Verdict: failure\n"
     assert text("none") == "Later: 3+4=7\n"
-    with pytest.raises(ValueError, match="^hindsight_feedback:"):
-        WarmStartArgs(hindsight_feedback=["full", "hint"])
+    with pytest.raises(ValueError, match="^feedback:"):
+        HindsightTeaching(feedback=["full", "hint"])
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from rollout import kernels
 kernels.pin()
 import torch
 torch.set_num_threads(int(sys.argv[1]))
-from harness.provenance import weights_digest
+from harness.start import weights_digest
 from harness.settings import TinyConfig
 from harness.tiny import build_model, build_tokenizer
 tokenizer = build_tokenizer()

@@ -390,11 +390,11 @@ def test_published_suites_name_the_starting_weights_their_config_builds_today(co
     """A rerun of any published run can be added to its suite (`leaderboard --add` refuses a run
     whose model differs): a version bump that re-keys every task's warm start fails here."""
     from harness.config import load_benchmark
-    from harness.models import weights_recipe
+    from harness.start import StartingWeights
 
     for suite in load_benchmark(ROOT / config).suites:
         records = json.loads((ROOT / published / suite.name / "runs.json").read_text())
-        key = weights_recipe(suite.model, suite.task_key())[1]
+        key = StartingWeights.of(suite).key
         assert {run["spec"]["starting_weights"] for run in records.values()} == {key}, suite.name
 
 

@@ -7,7 +7,8 @@ import polars as pl
 import pytest
 import torch
 
-from harness.provenance import OtherWeights, check_same_start, data_digest, weights_digest
+from harness.provenance import OtherWeights, check_same_start, data_digest
+from harness.start import weights_digest
 from tasks.math import MathTask
 
 
@@ -188,7 +189,7 @@ def test_this_environment_is_the_locks():
 
 
 def test_cached_weights_built_on_other_kernels_or_another_lock_are_announced(tmp_path, capsys):
-    from harness.models import built_elsewhere_warning, built_with
+    from harness.start import built_elsewhere_warning, built_with
 
     here, before, other = tmp_path / "here", tmp_path / "before", tmp_path / "other"
     for folder, recipe in ((here, {"built_with": built_with()}), (before, {}), (other, {"built_with": {"lock": "x"}})):

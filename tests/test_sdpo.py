@@ -702,15 +702,18 @@ def test_a_teacher_example_shows_a_solution_or_a_failures_feedback_and_labels_th
 def test_teacher_examples_take_their_share_of_the_warm_start_and_none_changes_its_key(policy):
     import itertools
 
-    from harness.models import Demonstrations, warm_start_key
+    from algorithms.hp_rlvr import HindsightTeaching
+    from algorithms.sdpo import TeacherTeaching
+    from harness.models import Demonstrations
     from harness.settings import WarmStartArgs
+    from harness.start import warm_start_key
 
     _, tokenizer = policy
     task = MathTask(train_size=200, eval_size=2)
     marker = tokenizer("Correctly solve the original question.", add_special_tokens=False).input_ids
 
-    def lines(**kwargs):  # 8 batches of 32 examples, as run (packed or padded)
-        data = Demonstrations(task, tokenizer, 32, 0, hindsight_fraction=0.3, **kwargs)
+    def lines(*teachings):  # 8 batches of 32 examples, as run (packed or padded)
+        data = Demonstrations(task, tokenizer, 32, 0, [HindsightTeaching(fraction=0.3), *teachings])
         return [
             ids
             for batch in itertools.islice(iter(data), 8)
@@ -722,11 +725,12 @@ def test_teacher_examples_take_their_share_of_the_warm_start_and_none_changes_it
         return sum(ids[i : i + len(marker)] == marker for ids in lines for i in range(len(ids)))
 
     assert teaching(lines()) == 0
-    assert 0.3 < teaching(lines(teacher_fraction=0.4)) / 256 < 0.5
-    assert warm_start_key(WarmStartArgs()) == warm_start_key(WarmStartArgs(teacher_fraction=0.0))
-    assert warm_start_key(WarmStartArgs()) != warm_start_key(WarmStartArgs(teacher_fraction=0.2))
-    with pytest.raises(ValueError, match="teacher_fraction: hindsight_fraction \\+ teacher_fraction must be <= 1"):
-        WarmStartArgs(hindsight_fraction=0.6, teacher_fraction=0.5)
+    assert 0.3 < teaching(lines(TeacherTeaching(fraction=0.4))) / 256 < 0.5
+    sdpo = "algorithms.sdpo.SDPO"
+    assert warm_start_key(WarmStartArgs()) == warm_start_key(WarmStartArgs(teach={sdpo: {"fraction": 0.0}}))
+    assert warm_start_key(WarmStartArgs()) != warm_start_key(WarmStartArgs(teach={sdpo: {"fraction": 0.2}}))
+    with pytest.raises(ValueError, match="teach: the fractions must sum to at most 1 \\(got 0.6 \\+ 0.5\\)"):
+        WarmStartArgs(teach={"algorithms.hp_rlvr.HPRLVR": {"fraction": 0.6}, sdpo: {"fraction": 0.5}})
 
 
 # ---- end to end

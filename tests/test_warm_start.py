@@ -104,7 +104,7 @@ def test_split_digits_keeps_every_digit_a_token_and_earlier_keys():
     """A vocabulary trained on the code task's texts fuses constants with the words beside them
     ('6, add '); with `split_digits` each digit is a token of its own, and the option's default
     stays out of the recipe key, so caches written before it existed keep theirs."""
-    from harness.models import tiny_key
+    from harness.start import tiny_key
     from harness.tiny import TinyConfig, build_tokenizer
     from tasks.code import CodeTask
 
@@ -156,9 +156,10 @@ def test_a_token_memo_survives_pickling():
 def batches(task, tokenizer, count: int, **kwargs) -> list:
     import itertools
 
+    from algorithms.hp_rlvr import HindsightTeaching
     from harness.models import Demonstrations
 
-    data = Demonstrations(task, tokenizer, 8, 0, hindsight_fraction=0.5, **kwargs)
+    data = Demonstrations(task, tokenizer, 8, 0, [HindsightTeaching(fraction=0.5, **kwargs)])
     return [
         [{k: v.tolist() for k, v in part.items()} for part in b["parts"]] for b in itertools.islice(iter(data), count)
     ]
