@@ -105,3 +105,62 @@ def _cache_keyword(model_class: type) -> str:
 
 def returned_cache(output):
     return output.cache if hasattr(output, "cache") else output.past_key_values
+
+
+class SetAside:
+    """Rows of a multi-turn batch that stopped mid-turn, taken out of its KV cache so that the
+    turn decodes on over the others only, and put back when the turn ends. Without it every
+    stopped row is fed each step with its mask at 0 (about 45% of ALFWorld's decoded rows).
+
+    Rows leave once the stopped ones are half of those decoding (each removal copies the cache
+    of the rows that stay, so halving bounds the copies to about twice the cache a turn). Put
+    back, a row's columns from the steps it sat out are zeros under a mask of 0: the holes it
+    held before, and attention gives a masked column no weight whatever it holds."""
+
+    def __init__(self, rows: int, device):
+        self.rows = rows
+        self.live = torch.arange(rows, device=device)  # the batch's rows the cache holds, in order
+        self.parked: list[tuple[Tensor, Tensor, list[tuple[Tensor, Tensor]]]] = []  # (rows, mask, per layer)
+
+    def park_stopped(self, cache, mask: Tensor, fed: Tensor) -> Tensor:
+        """Take the live rows not `fed` ([all rows] bool) this step out of `cache` once they are
+        half of the live ones; the live rows' mask."""
+        going = fed[self.live]
+        if int((~going).sum()) * 2 < len(self.live) or any(
+            type(c) not in (DynamicLayer, GrowingLayer) for c in cache.layers
+        ):
+            return mask  # a sliding window's or a linear layer's state is not columns to pad
+        stay, leave = going.nonzero().squeeze(-1), (~going).nonzero().squeeze(-1)
+        layers = [(layer.keys[leave], layer.values[leave]) for layer in cache.layers]
+        self.parked.append((self.live[leave], mask[leave], layers))
+        cache.batch_select_indices(stay)
+        self.live = self.live[stay]
+        return mask[stay]
+
+    def restore(self, cache, mask: Tensor) -> Tensor:
+        """Every row back in `cache`, in the batch's order; the whole batch's mask."""
+        if not self.parked:
+            return mask
+        width = mask.shape[1]
+        merged = mask.new_zeros((self.rows, width))
+        merged[self.live] = mask
+        for rows, parked_mask, _ in self.parked:
+            merged[rows, : parked_mask.shape[1]] = parked_mask
+        for i, layer in enumerate(cache.layers):
+            growing = isinstance(layer, GrowingLayer)
+            room = width + max(64, width // 2) if growing else width  # as a GrowingLayer grows
+            keys, values = (self._merged(states, i, k, room) for k, states in enumerate((layer.keys, layer.values)))
+            if growing:
+                layer.key_buffer, layer.value_buffer = keys, values
+            layer.keys, layer.values = keys[..., :width, :], values[..., :width, :]
+        self.parked = []
+        self.live = torch.arange(self.rows, device=mask.device)
+        return merged
+
+    def _merged(self, live_states: Tensor, layer: int, which: int, room: int) -> Tensor:
+        out = live_states.new_zeros((self.rows, *live_states.shape[1:-2], room, live_states.shape[-1]))
+        out[self.live, ..., : live_states.shape[-2], :] = live_states
+        for rows, _, layers in self.parked:
+            states = layers[layer][which]
+            out[rows, ..., : states.shape[-2], :] = states
+        return out
