@@ -11,6 +11,7 @@ import statistics
 from pathlib import Path
 
 from harness.config import Benchmark, Suite
+from harness.estimate import Estimates
 from harness.models import weights_recipe
 from harness.plan import PlannedRun
 from harness.records import fmt_duration
@@ -77,8 +78,9 @@ def seconds_per_example(cache_dir: Path, task_class: str) -> tuple[float, str] |
     return None
 
 
-def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
-    """The lines said before a benchmark trains."""
+def announce(benchmark: Benchmark, runs: list[PlannedRun], measured: Estimates | None = None) -> list[str]:
+    """The lines said before a benchmark trains; `measured`: the times measured here first
+    (`harness.estimate`), said in place of the cache's pace."""
     lines, seen = [], set()
     for suite in {id(r.suite): r.suite for r in runs}.values():
         recipe = weights_recipe(suite.model, suite.task_key())
@@ -92,9 +94,12 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
                 if pace
                 else "no earlier warm start in this cache to estimate its time from"
             )
+            if measured and recipe[1] in measured.warm_starts:  # measured here: said instead
+                guess = measured.warm_starts[recipe[1]].text()
             lines.append(
                 f"[{suite.name}] warm start to build first: {ws.steps} steps of {ws.batch_size} examples, {guess}"
             )
+        lines += measured.lines.get(suite.name, []) if measured else []
         size = held_out_size(suite)
         if size is None:
             continue
@@ -119,4 +124,4 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
                 "(or evaluation.limit) or the seeds"
             )
         lines.append(line)
-    return lines
+    return lines + ([measured.summary()] if measured and measured.cost_s else [])
