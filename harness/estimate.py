@@ -22,9 +22,9 @@ from pathlib import Path
 from rollout.ranges import PositiveInt, UnitInterval, check_fields
 
 BAND = 3.0
-"""The interval is the estimate x/÷ this: calibrated on a shared 2-core machine, where other jobs
-slowed a step by 1x to 7x from minute to minute (docs/third-day.md; measured warm starts and runs
-fell within it)."""
+"""The interval is the estimate x/÷ this, calibrated on a shared 2-core machine: estimates there fell
+within x/÷1.3 of what happened while other jobs' load held (docs/third-day.md), and up to 6x off
+when it changed between the measurement and the run."""
 
 WINDOW_S = 1.0
 """Steps are timed until they span this long (bursts of other jobs average out) or the budget's
