@@ -4,6 +4,7 @@ leaderboard DIR [--publish OUT] | report DIR | across DIR | bench CONFIG | show 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="check the file end to end in a minute or two a suite: every selected run for 3 steps, 16 held-out "
         "problems, on a cached or 20-step warm start, in a scratch folder (it measures nothing)",
+    )
+    run.add_argument(
+        "--no-estimate",
+        action="store_true",
+        help="do not measure a few steps first to say what each warm start and run will take (estimate: false)",
     )
     run.add_argument("--suite", action="append", default=[], help="only this suite (repeatable)")
     run.add_argument(
@@ -377,6 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if machine_refuses(list({id(r.suite): r.suite for r in planned}.values())):
         return 2
+    if args.no_estimate:
+        benchmark = dataclasses.replace(benchmark, estimate=dataclasses.replace(benchmark.estimate, enabled=False))
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     from harness.driver import run_benchmark

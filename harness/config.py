@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 import yaml
 
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
+from harness.estimate import EstimateArgs
 from harness.settings import ModelArgs
 from rollout.ranges import (
     Distinct,
@@ -205,6 +206,7 @@ class Suite:
 class Benchmark:
     suites: list[Suite]
     cache_dir: Path
+    estimate: EstimateArgs = EstimateArgs()  # what the run measures first to say what it will take
 
 
 def build_dataclass(cls, value: Any, where: str):
@@ -708,8 +710,8 @@ def apply_overrides(raw: dict, overrides: Sequence[str]) -> dict:
             value = yaml.load(value_text, Loader=_Loader) if value_text.strip() else None
         except yaml.YAMLError:
             raise ConfigError(f"{key}: the override's value {value_text!r} is not valid YAML") from None
-        if key == "cache_dir":
-            raw["cache_dir"] = value
+        if key in ("cache_dir", "estimate"):  # top-level settings
+            raw[key] = value
             continue
         name, slash, dotted = key.rpartition("/")
         parts = dotted.split(".")
@@ -751,8 +753,10 @@ def load_benchmark(path: str | Path, classes: bool = True, overrides: Sequence[s
         raise ConfigError("suites: missing (the file needs a top-level 'suites:' list)")
     for key in raw:
         # x-... keys hold YAML anchors for the suites to share (as in docker-compose files)
-        if key not in ("suites", "cache_dir") and not str(key).startswith("x-"):
-            raise ConfigError(f"{key}: unknown top-level key (expected suites, cache_dir, or x-... for anchors)")
+        if key not in ("suites", "cache_dir", "estimate") and not str(key).startswith("x-"):
+            raise ConfigError(
+                f"{key}: unknown top-level key (expected suites, cache_dir, estimate, or x-... for anchors)"
+            )
     if not isinstance(raw["suites"], list) or not raw["suites"]:
         raise ConfigError("suites: expected a non-empty list")
     if overrides:
@@ -772,4 +776,8 @@ def load_benchmark(path: str | Path, classes: bool = True, overrides: Sequence[s
             raise ConfigError(f"{error} (set by the override {named[0]})") from None
         raise
     cache = Path(raw.get("cache_dir", ".cache"))
-    return Benchmark(suites, cache if cache.is_absolute() else path.parent / cache)
+    given = raw.get("estimate")  # `estimate: false` turns it off, a mapping sets EstimateArgs
+    estimate = (
+        EstimateArgs(enabled=given) if isinstance(given, bool) else build_dataclass(EstimateArgs, given, "estimate")
+    )
+    return Benchmark(suites, cache if cache.is_absolute() else path.parent / cache, estimate)

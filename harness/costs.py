@@ -8,6 +8,7 @@ import inspect
 import math
 
 from harness.config import Benchmark, Suite
+from harness.estimate import Estimates
 from harness.plan import PlannedRun
 from harness.start import StartingWeights
 from harness.verdicts import planned_detectable
@@ -57,14 +58,19 @@ def declared_size(suite: Suite) -> int | None:
     return size if isinstance(size, int) else None
 
 
-def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
-    """The lines said before a benchmark trains."""
+def announce(benchmark: Benchmark, runs: list[PlannedRun], measured: Estimates | None = None) -> list[str]:
+    """The lines said before a benchmark trains; `measured`: the times measured here first
+    (`harness.estimate`), said in place of the cache's pace."""
     lines, seen = [], set()
     for suite in {id(r.suite): r.suite for r in runs}.values():
         start = StartingWeights.of(suite)
         if start.key not in seen and (cost := start.estimate(benchmark.cache_dir)):
             seen.add(start.key)
+            if measured and start.key in measured.warm_starts:  # measured here: said instead
+                ws = suite.model.warm_start
+                cost = f"{ws.steps} steps of {ws.batch_size} examples, {measured.warm_starts[start.key].text()}"
             lines.append(f"[{suite.name}] warm start to build first: {cost}")
+        lines += measured.lines.get(suite.name, []) if measured else []
         size = held_out_size(suite)
         if size is None:
             continue
@@ -89,4 +95,4 @@ def announce(benchmark: Benchmark, runs: list[PlannedRun]) -> list[str]:
                 "(or evaluation.limit) or the seeds"
             )
         lines.append(line)
-    return lines
+    return lines + ([measured.summary()] if measured and measured.cost_s else [])

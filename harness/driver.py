@@ -39,8 +39,10 @@ def run_benchmark(benchmark: Benchmark, results: Path, only: RunFilter | None = 
     runs = plan(benchmark, only)
     if distributed.rank() == 0:
         from harness.costs import announce
+        from harness.estimate import estimate
 
-        for line in announce(benchmark, runs):
+        measured = estimate(benchmark, runs, results, benchmark.estimate) if benchmark.estimate.enabled else None
+        for line in announce(benchmark, runs, measured):
             print(line, flush=True)
     progress = Progress(runs, benchmark.cache_dir)
     for suite in benchmark.suites:

@@ -161,8 +161,8 @@ class StartingWeights:
         """What building the weights will cost, estimated from the warm starts the cache holds; None
         when there is no warm start to build (none asked for, or its folder is there)."""
         ws = self.model.warm_start
-        if self.key is None or ws is None or self.folder(cache_dir).is_dir():
-            return None
+        if self.key is None or ws is None or self.folder(cache_dir).is_dir() or shipped(self.key):
+            return None  # nothing to build: a local path, no warm start, cached, or shipped (copied)
         pace = seconds_per_example(cache_dir, self.task_key["class_path"])
         guess = (
             f"about {fmt_duration(pace[0] * ws.steps * ws.batch_size)} at the pace of the warm starts {pace[1]} "
