@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from rollout.batch import left_padded
-from rollout.cache import SetAside, cache_argument, returned_cache
+from rollout.cache import cache_argument, returned_cache
 from rollout.decoding import eval_mode, prefill, sample_next
 
 if TYPE_CHECKING:
@@ -80,28 +80,22 @@ class Conversation:
                 logits = self._feed(new, chunk_mask)
             tokens, logprobs, alive = [], [], torch.ones(len(contexts), dtype=torch.bool, device=device)
             stops = torch.tensor(self.stop_ids, device=device)
-            aside = SetAside(len(contexts), device)
             for step in range(self.max_new_tokens):
-                # every row draws, stopped ones too: each row's draws stay those of the whole batch
                 token, logp = sample_next(logits, sampling.temperature, sampling.top_p, self.greedy)
                 tokens.append(token)
                 logprobs.append(logp)
                 if step == self.max_new_tokens - 1:
                     break
                 # a token belongs to its episode if the episode had not stopped before drawing it
-                fed = alive.clone()
+                fed_mask = alive.long()[:, None]
                 alive = alive & ~torch.isin(token, stops)
                 if on_stop is not None:
-                    ended = (fed & ~alive).nonzero().squeeze(-1)
+                    ended = (fed_mask[:, 0].bool() & ~alive).nonzero().squeeze(-1)
                     if len(ended):
                         on_stop(ended.tolist(), torch.stack(tokens, 1)[ended].tolist())
                 if not alive.any():
                     break  # the stop tokens are fed with the next turn's new tokens
-                self.mask = aside.park_stopped(self.cache, self.mask, fed)
-                live = aside.live
-                logits = logits.clone()
-                logits[live] = self._feed(token[live, None], fed[live].long()[:, None])
-            self.mask = aside.restore(self.cache, self.mask)
+                logits = self._feed(token[:, None], fed_mask)
         generated, sampled = torch.stack(tokens, 1).tolist(), torch.stack(logprobs, 1)
         turns = []
         for i, row in enumerate(generated):

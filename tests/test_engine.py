@@ -348,55 +348,6 @@ def test_a_conversation_continues_from_its_cache_as_a_fresh_pass_over_each_conte
         assert len({len(x[2]) for x in runs[0]}) > 1  # turns of different lengths: rows stopped early
 
 
-def test_rows_set_aside_mid_turn_change_no_draw_and_no_cached_column(tiny_dir, monkeypatch):
-    """A turn that takes its stopped rows out of the batch (`SetAside`) samples the tokens, and
-    leaves the mask and (on every real column) the cache, that a turn feeding every row to its end
-    does, and decodes fewer rows. Log-probs and cache agree to float rounding, not bit for bit: a
-    product over fewer rows (one, here) may take another kernel path."""
-    from rollout import conversation as conversation_module
-    from rollout.cache import SetAside
-    from rollout.conversation import Conversation
-
-    model, tokenizer = load_policy(tiny_dir)
-    peaked(model)
-    engine = RolloutEngine(model, tokenizer, SamplingArgs(temperature=0.8, max_new_tokens=8))
-    starts = [tokenizer(p.prompt, add_special_tokens=False).input_ids for p in problems(8)]
-    first, _ = decode(model, *left_padded(starts, 0, "cpu"), stop_ids=[-1], max_new_tokens=4, greedy=True)
-    stops = sorted({int(first[i, j]) for i in range(8) for j in range(1, 4)})[:3]
-    results = []
-    for set_aside in (True, False):
-        if not set_aside:
-            monkeypatch.setattr(SetAside, "park_stopped", lambda self, cache, mask, fed: mask)
-        fed_rows = []
-        feed = Conversation._feed
-        monkeypatch.setattr(
-            Conversation, "_feed", lambda self, ids, mask: fed_rows.append(len(ids)) or feed(self, ids, mask)
-        )
-        torch.manual_seed(5)
-        rows = [list(r) for r in starts]
-        conversation, transcript = conversation_module.Conversation(engine, stops, 8, False), []
-        for turn in range(3):
-            turns = conversation.turn(list(range(8)), rows)
-            for i, t in enumerate(turns):
-                rows[i] += t.tokens + [5 + turn, 6]
-                transcript.append((t.tokens, t.logprobs))
-        real = conversation.mask.bool()
-        cached = [
-            (layer.keys.permute(0, 2, 1, 3)[real], layer.values.permute(0, 2, 1, 3)[real])
-            for layer in conversation.cache.layers
-        ]
-        results.append((transcript, conversation.mask, cached, sum(fed_rows)))
-        monkeypatch.undo()
-    (aside, aside_mask, aside_cache, aside_fed), (every, every_mask, every_cache, every_fed) = results
-    assert [tokens for tokens, _ in aside] == [tokens for tokens, _ in every] and torch.equal(aside_mask, every_mask)
-    for (_, a), (_, b) in zip(aside, every):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-5, rtol=0)
-    for (k1, v1), (k2, v2) in zip(aside_cache, every_cache):
-        torch.testing.assert_close(k1, k2, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(v1, v2, atol=1e-5, rtol=1e-5)
-    assert aside_fed < every_fed  # rows were set aside
-
-
 def test_gradient_checkpointing_gives_the_same_logprobs_and_gradients(tiny_dir):
     model, rollouts = grouped_rollouts(tiny_dir, 2, 3)
     results = []
