@@ -18,22 +18,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from algorithms.base import RLVRModule  # noqa: E402
+from harness import estimate  # noqa: E402
 from harness.__main__ import main as harness_main  # noqa: E402
 
-CLOCKS = {"start evaluations": 0.0, "end evaluations": 0.0, "training steps": 0.0}
+CLOCKS = {"estimates before training": 0.0, "start evaluations": 0.0, "end evaluations": 0.0, "training steps": 0.0}
 COUNTS = dict.fromkeys(CLOCKS, 0)
+STACK: list[float] = []  # time spent in clocked calls nested in each open one (an evaluation inside a step)
+ESTIMATING = []  # open while the estimates measure: the steps and evaluations they make are theirs
 
 
 def clocked(function, name_of):
+    """`function` with its time, less that of clocked calls inside it, added to its part's clock."""
+
     @functools.wraps(function)
-    def timed(self, *args, **kwargs):
+    def timed(*args, **kwargs):
         started = time.perf_counter()
+        STACK.append(0.0)
         try:
-            return function(self, *args, **kwargs)
+            return function(*args, **kwargs)
         finally:
-            name = name_of(self)
-            CLOCKS[name] += time.perf_counter() - started
-            COUNTS[name] += 1
+            spent = time.perf_counter() - started
+            nested = STACK.pop()
+            if STACK:
+                STACK[-1] += spent
+            name = "estimates before training" if ESTIMATING else name_of(*args)
+            CLOCKS[name] += spent - nested
+            COUNTS[name] += not ESTIMATING
 
     return timed
 
@@ -45,9 +55,19 @@ def main() -> int:
     parser.add_argument("--out", help="also write the table here (markdown)")
     args = parser.parse_args()
     RLVRModule.evaluate = clocked(
-        RLVRModule.evaluate, lambda m: "start evaluations" if m.rl_step == 0 else "end evaluations"
+        RLVRModule.evaluate, lambda m, *_: "start evaluations" if m.rl_step == 0 else "end evaluations"
     )
-    RLVRModule.training_step = clocked(RLVRModule.training_step, lambda m: "training steps")
+    RLVRModule.training_step = clocked(RLVRModule.training_step, lambda *_: "training steps")
+    measure = estimate.estimate
+
+    def estimating(*args, **kwargs):
+        ESTIMATING.append(True)
+        try:
+            return measure(*args, **kwargs)
+        finally:
+            ESTIMATING.pop()
+
+    estimate.estimate = clocked(estimating, lambda *_: "estimates before training")
     started = time.perf_counter()
     code = harness_main(["run", args.config, "--results", args.results])
     total = time.perf_counter() - started
