@@ -27,6 +27,7 @@ import torch
 
 from algorithms.base import STAGES
 from harness.config import Benchmark
+from harness.estimate import quiet_trainer
 from harness.records import StepRecorder, write_atomic
 from rollout import conversation as conversation_module
 from rollout import decoding
@@ -203,17 +204,12 @@ def bench_module(module, steps: int, checkpoint_every_s: float = 0.0, precision:
     clock, task_clock, turn_clock = ModelClock(), ModelClock(), TurnClock()
     with tempfile.TemporaryDirectory() as scratch, clock.around(module, task_clock), turn_clock.around(module):
         timer, recorder = StepClock(clock, task_clock, turn_clock), StepRecorder(Path(scratch), checkpoint_every_s)
-        trainer = L.Trainer(
+        trainer = quiet_trainer(
+            steps,
+            [recorder, timer],
             accelerator="auto",
             devices=1,
             precision=precision,
-            max_epochs=-1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_model_summary=False,
-            enable_progress_bar=False,
-            num_sanity_val_steps=0,
-            callbacks=[recorder, timer],
             plugins=[recorder.checkpoint_io],
         )
         loader = torch.utils.data.DataLoader(range(steps), batch_size=None)
