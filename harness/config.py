@@ -36,8 +36,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 import yaml
 
 from algorithms.settings import EvalArgs, OptimArgs, Schedule, UpdateArgs
-from harness.estimate import EstimateArgs
-from harness.settings import ModelArgs
+from harness.settings import EstimateArgs, ModelArgs
 from rollout.ranges import (
     Distinct,
     NonNegativeFloat,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rollout.ranges import PositiveInt, UnitInterval, check_fields
+from harness.settings import EstimateArgs
 
 BAND = 3.0
 """The interval is the estimate x/÷ this, calibrated on a shared 2-core machine: estimates there fell
@@ -29,26 +29,6 @@ when it changed between the measurement and the run."""
 WINDOW_S = 1.0
 """Steps are timed until they span this long (bursts of other jobs average out) or the budget's
 steps are spent, whichever comes first."""
-
-
-@dataclass(frozen=True)
-class EstimateArgs:
-    """The benchmark file's top-level `estimate:` (or `estimate: false`)."""
-
-    enabled: bool = True
-    """Measure and say the estimates before anything trains (`--no-estimate` turns it off; --smoke,
-    --list and --check never measure)."""
-    warm_start_steps: PositiveInt = 2
-    """Warm-start optimizer steps timed at least, after one untimed warm-up step (more, up to the
-    budget, until they span WINDOW_S)."""
-    train_steps: PositiveInt = 1
-    """Training steps of each algorithm timed at least, after one untimed warm-up step (more as above)."""
-    budget: UnitInterval = 0.05
-    """A piece is measured only where its measured steps are at most this share of the steps
-    they stand for (a warm start's, an algorithm's over its seeds); otherwise it is not estimated."""
-
-    def __post_init__(self):
-        check_fields(self)
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,23 @@ class ModelArgs:
                 f"dtype: {self.dtype} weights under AdamW lose updates below its resolution; keep float32 and set "
                 "trainer.precision: bf16-mixed (float32 master weights, bf16 compute)"
             )
+
+
+@dataclass(frozen=True)
+class EstimateArgs:
+    """The benchmark file's top-level `estimate:` (or `estimate: false`)."""
+
+    enabled: bool = True
+    """Measure and say the estimates before anything trains (`--no-estimate` turns it off; --smoke,
+    --list and --check never measure)."""
+    warm_start_steps: PositiveInt = 2
+    """Warm-start optimizer steps timed at least, after one untimed warm-up step (more, up to the
+    budget, until they span `harness.estimate.WINDOW_S`)."""
+    train_steps: PositiveInt = 1
+    """Training steps of each algorithm timed at least, after one untimed warm-up step (more as above)."""
+    budget: UnitInterval = 0.05
+    """A piece is measured only where its measured steps are at most this share of the steps
+    they stand for (a warm start's, an algorithm's over its seeds); otherwise it is not estimated."""
+
+    def __post_init__(self):
+        check_fields(self)
