@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -79,6 +80,14 @@ suites:
 """ + COMMON.format(ws=100, steps=40, tokens=12).replace(
     "warm_start: {steps: 100, batch_size: 16}", "warm_start: {steps: 100, batch_size: 16, hindsight_fraction: 0.3}"
 )
+
+
+def cpu_model() -> str:
+    """The CPU the timings were measured on (/proc/cpuinfo's model name; the platform elsewhere)."""
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return f"{names[0]}, {os.cpu_count()} cores" if names else platform.processor() or platform.machine()
 
 
 def step(name: str, command: list[str], folder: Path, expect, rows: list) -> tuple[str, float]:
@@ -280,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         for what, rc, lines, first in found
     )
     text = (
-        f"`python maintenance/third_day.py` ({time.strftime('%Y-%m-%d')}, {time.perf_counter() - started:.0f} s in all; "
+        f"`python maintenance/third_day.py` ({time.strftime('%Y-%m-%d')}, {cpu_model()}, "
+        f"{time.perf_counter() - started:.0f} s in all; "
         f"the folder: {folder})\n\n{NOTE}## The steps\n\n{table}\n## Each estimate beside what happened\n\n{said}\n"
         f"## The mistakes: {good} of {len(found)} gave one line and exit 2\n\n{wrong}"
     )
