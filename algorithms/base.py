@@ -569,8 +569,9 @@ class RLVRModule(L.LightningModule):
         self.engine.push_weights()  # a resumed run's restored weights
         if not self.evaluations:
             self.evaluations.append({"step": 0, **self.evaluate()})
-        start = self.evaluations[0]["accuracy"]
-        if distributed.rank() == 0 and not NEAR_EDGE <= start <= 1 - NEAR_EDGE:
+        start, rewards = self.evaluations[0]["accuracy"], self.evaluations[0].get("rewards")
+        measured = rewards is None or len(rewards) > 0  # an evaluation of no problem (limit 0) says nothing
+        if distributed.rank() == 0 and measured and not NEAR_EDGE <= start <= 1 - NEAR_EDGE:
             log.warning(
                 "the starting weights solve %.1f%% of the held-out problems: %s, so this run has little to measure",
                 100 * start,

@@ -102,3 +102,25 @@ def test_the_estimates_said_first_hold_for_the_warm_start_and_the_run_that_follo
         ("training", estimates["grpo-seed0"]["wall_clock_s"][0], ran),
     ):
         assert measured / 3 <= estimate <= 3 * measured, f"{what}: estimated {estimate:.1f} s, took {measured:.1f} s"
+
+
+def test_a_start_evaluated_on_no_problem_warns_of_nothing(caplog):
+    """The estimate's modules evaluate no held-out problem (`evaluation.limit` 0): their accuracy
+    of 0 says nothing of the start, so no "solve 0.0%" warning; a start that solves none of its
+    problems still gets it."""
+    from types import SimpleNamespace
+
+    from algorithms.base import RLVRModule
+
+    said = []
+    for rewards in ([], [0.0, 0.0]):
+        module = SimpleNamespace(
+            _rng_restored=True,
+            engine=SimpleNamespace(push_weights=lambda: None),
+            evaluations=[{"step": 0, "accuracy": 0.0, "rewards": rewards}],
+        )
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="harness"):
+            RLVRModule.on_train_start(module)
+        said.append([r.getMessage() for r in caplog.records if r.name == "harness"])
+    assert said[0] == [] and len(said[1]) == 1 and said[1][0].startswith("the starting weights solve 0.0%")
