@@ -24,10 +24,10 @@ from rollout.batch import solved
 SEED_RATIO = 2.1
 """How much seeds of one comparison spread beyond their problems' noise, as the seeds' variance
 component over the residual problem-by-seed variance (N tau^2 / ms_e): the mean over the
-multi-seed studies in results/studies (`python scripts/seed_spread.py`; tests/test_verdicts.py
-keeps the two in step). A ratio, not a spread in points: seeds spread less where problems are
-near certain (code at 94%: 0.3 points) than where they are not (math at 40%: 1.7). The prior of
-`two_way` and the planning figure of `seeds_needed` and `consistent`."""
+multi-seed studies in results/studies (`python scripts/seed_spread.py`), within one standard error
+(tests/test_verdicts.py). A ratio, not a spread in points: seeds spread less where problems are
+near certain than where they are not (docs/results.md). The prior of `two_way` and the planning
+figure of `seeds_needed` and `consistent`."""
 
 PRIOR_DF = 2
 """How many degrees of freedom SEED_RATIO counts for in `two_way`: as much as one three-seed

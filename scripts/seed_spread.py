@@ -9,7 +9,7 @@ component of its two-way ANOVA, max(ms_s - ms_e, 0) / N, is how much the seeds' 
 differences vary beyond their problems' noise; over the residual variance ms_e / N, it is the
 ratio SEED_RATIO (the seeds' spread in units of the problem-by-seed noise). Comparisons published
 in several studies count once. Prints each, the root mean square of the spread, and the ratio's
-mean; and beside it the share of a seed's problem-by-
+mean with its standard error; and beside it the share of a seed's problem-by-
 problem noise that repeats on every seed (which more seeds do not average away), and its mean:
 `harness.verdicts.SHARED_SHARE`.
 """
@@ -43,9 +43,19 @@ def seed_ratio(x: np.ndarray) -> float | None:
     return max(ms_s - ms_e, 0.0) / ms_e if ms_e > 0 else None
 
 
+def ratios() -> np.ndarray:
+    """`seed_ratio` of every comparison that has a residual."""
+    return np.array([r for *_, x in comparisons() if (r := seed_ratio(x)) is not None])
+
+
 def ratio() -> float:
-    """The mean of `seed_ratio` over every comparison that has a residual."""
-    return float(np.mean([r for *_, x in comparisons() if (r := seed_ratio(x)) is not None]))
+    """The mean of `ratios`."""
+    return float(np.mean(ratios()))
+
+
+def standard_error(values: np.ndarray) -> float:
+    """The standard error of the mean of `values`: how far a study more or less may move it."""
+    return float(np.std(values, ddof=1) / math.sqrt(len(values)))
 
 
 def shared_share(x: np.ndarray) -> float:
@@ -85,9 +95,14 @@ def spread() -> float:
     return math.sqrt(np.mean([seed_component(x) for *_, x in comparisons()]))
 
 
+def shares() -> np.ndarray:
+    """`shared_share` of every comparison."""
+    return np.array([shared_share(x) for *_, x in comparisons()])
+
+
 def shared() -> float:
-    """The mean over every comparison of `shared_share`."""
-    return float(np.mean([shared_share(x) for *_, x in comparisons()]))
+    """The mean of `shares`."""
+    return float(np.mean(shares()))
 
 
 def main() -> int:
@@ -98,8 +113,9 @@ def main() -> int:
             f"  {shared_share(x):.2f}"
         )
     print(
-        f"seeds' spread, root mean square: {spread():.4f}; over the residual (SEED_RATIO), mean: {ratio():.2f}; "
-        f"problems' shared share (SHARED_SHARE), mean: {shared():.2f}"
+        f"seeds' spread, root mean square: {spread():.4f}; over the residual (SEED_RATIO), mean: {ratio():.2f}"
+        f" +- {standard_error(ratios()):.2f} (standard error, {len(ratios())} comparisons); problems' shared share"
+        f" (SHARED_SHARE), mean: {shared():.2f} +- {standard_error(shares()):.2f}"
     )
     return 0
 
