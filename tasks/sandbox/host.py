@@ -321,16 +321,24 @@ def _job(
 
 
 def _secret_file(secret: dict) -> int:
-    """A descriptor of the secret part, written to a file that is unlinked at once (in the
-    harness's private directory): only the descriptor, which the judge inherits, reaches it."""
-    f = tempfile.TemporaryFile(dir=_private_dir(), prefix="job-")
+    """A descriptor of the secret part, in a file with no name (memfd; where there is none, a file
+    unlinked at once in the harness's private directory): only the descriptor, which the judge
+    inherits, reaches it. Memory, not disk: no journal written, no inode to evict at its close."""
+    data = json.dumps(secret).encode()
     try:
-        f.write(json.dumps(secret).encode())
-        f.flush()
-        f.seek(0)  # the descriptor shares this offset: the judge reads from the start
-        return os.dup(f.fileno())
-    finally:
-        f.close()
+        fd = os.memfd_create("rlvr-job")
+    except (AttributeError, OSError):
+        with tempfile.TemporaryFile(dir=_private_dir(), prefix="job-") as f:
+            fd = os.dup(f.fileno())
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)  # the descriptor shares this offset: the judge reads from the start
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _compile_sandbox(python: str) -> None:
