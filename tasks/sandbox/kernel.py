@@ -164,86 +164,50 @@ def _mount_view(paths, workdir):
         "mount", b"tmpfs", VIEW_ROOT.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), b"size=1m,mode=755"
     )
     steps = list(_view_plan(tuple(paths)))
-    if not _inside_private_dirs(workdir):
+    if not any(workdir == d or workdir.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS)):
         # a working directory elsewhere (tmp_root)
         parts = workdir.strip("/").split("/")
         made = {step[1] for step in steps if step[0] == "dir"}
         for i in range(1, len(parts) + 1):
-            inside = "/" + "/".join(parts[:i])
+            inside = VIEW_ROOT + "/" + "/".join(parts[:i])
             if inside not in made:
                 steps.append(("dir", inside))
-        steps.append(("bind", workdir, workdir, MS_NOSUID | MS_NODEV))
-    _run_view_steps(steps, VIEW_ROOT)
-    _remount_read_only(VIEW_ROOT)
-    return VIEW_ROOT
-
-
-def _mount_view_base(paths, root):
-    """What every run's view holds alike (the host's paths, the devices, the mount points), built
-    once at `root` by a worker in its own mount namespace and read-only from then on: each job's
-    mount namespace starts as a copy of it, and `_mount_view_parts` adds the run's own /proc and
-    /tmp. The same tree `_mount_view` makes, with fewer mounts a run."""
-    import ctypes
-
-    _libc_call("mount", None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None)  # nothing reaches the host
-    _libc_call("mount", b"tmpfs", root.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), b"size=1m,mode=755")
-    _run_view_steps([step for step in _view_plan(tuple(paths)) if not _per_run(step)], root)
-    _remount_read_only(root)
-
-
-def _mount_view_parts(paths, root):
-    """A run's own parts of the view at `root` (a `_mount_view_base`): its /proc and its /tmp."""
-    _run_view_steps([step for step in _view_plan(tuple(paths)) if _per_run(step)], root)
-
-
-def _per_run(step):
-    """Whether a step of the view mounts what is a run's own: its /proc, its /tmp and their binds."""
-    return step[0] == "proc" or (step[0] == "bind" and step[1] in ("/tmp", *PRIVATE_DIRS))
-
-
-def _inside_private_dirs(workdir):
-    """Whether `workdir` lies in the run's private /tmp or a directory bound to it."""
-    return any(workdir == d or workdir.startswith(d + "/") for d in ("/tmp", *PRIVATE_DIRS))
-
-
-def _run_view_steps(steps, root):
-    """Carry out `_view_plan` steps under `root`."""
-    import ctypes
-
+        steps.append(("bind", workdir, VIEW_ROOT + workdir, MS_NOSUID | MS_NODEV))
     for step in steps:
         if step[0] == "dir":
-            os.mkdir(root + step[1], 0o755)
+            os.mkdir(step[1], 0o755)
         elif step[0] == "file":
-            os.close(os.open(root + step[1], os.O_CREAT | os.O_WRONLY, 0o644))
+            os.close(os.open(step[1], os.O_CREAT | os.O_WRONLY, 0o644))
         elif step[0] == "symlink":
-            os.symlink(step[1], root + step[2])
+            os.symlink(step[1], step[2])
         elif step[0] == "proc":
-            _mount_process_view(root + step[1], tuple(root + mask for mask in step[2]))
+            _mount_process_view(step[1], step[2])
         else:
             _, source, target, flags = step
-            _libc_call("mount", source.encode(), (root + target).encode(), None, ctypes.c_ulong(MS_BIND), None)
-            again = ctypes.c_ulong(MS_REMOUNT | MS_BIND | flags)
-            _libc_call("mount", None, (root + target).encode(), None, again, None)
-
-
-def _remount_read_only(root):
-    import ctypes
-
-    flags = ctypes.c_ulong(MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _libc_call("mount", None, root.encode(), None, flags, b"size=1m,mode=755")
+            _libc_call("mount", source.encode(), target.encode(), None, ctypes.c_ulong(MS_BIND), None)
+            _libc_call("mount", None, target.encode(), None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | flags), None)
+    _libc_call(
+        "mount",
+        None,
+        VIEW_ROOT.encode(),
+        None,
+        ctypes.c_ulong(MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV),
+        b"size=1m,mode=755",
+    )
+    return VIEW_ROOT
 
 
 _view_plans = {}
 
 
 def _view_plan(paths):
-    """The steps that build the view of `paths` in a fresh root: ("dir", PATH), ("file", PATH),
-    ("symlink", TARGET, PATH), ("proc", PATH, MASKS) or ("bind", SOURCE, PATH, FLAGS), in order,
-    each PATH as the candidate sees it (under the root). Worked out once per process from what the
-    host has (a worker's jobs fork from it)."""
+    """The steps that build the view of `paths` in a fresh VIEW_ROOT: ("dir", PATH), ("file",
+    PATH), ("symlink", TARGET, PATH), ("proc", PATH, MASKS) or ("bind", SOURCE, TARGET, FLAGS), in
+    order. Worked out
+    once per process from what the host has (a worker's jobs fork from it)."""
     if paths in _view_plans:
         return _view_plans[paths]
-    steps, made = [], {"/"}
+    steps, made = [], {VIEW_ROOT}
 
     def parents(inside):
         missing = []
@@ -256,7 +220,7 @@ def _view_plan(paths):
             made.add(directory)
 
     def place(path, directory):
-        inside = path
+        inside = VIEW_ROOT + path
         parents(inside)
         if directory:
             if inside not in made:
@@ -268,16 +232,16 @@ def _view_plan(paths):
 
     for path in paths:
         if os.path.islink(path):
-            parents(path)
-            steps.append(("symlink", os.readlink(path), path))
+            parents(VIEW_ROOT + path)
+            steps.append(("symlink", os.readlink(path), VIEW_ROOT + path))
         elif os.path.exists(path):
             steps.append(("bind", path, place(path, os.path.isdir(path)), MS_RDONLY | MS_NOSUID | MS_NODEV))
     for name in DEVICES:
         steps.append(("bind", "/dev/" + name, place("/dev/" + name, False), MS_NOSUID | MS_NOEXEC))
     for name, target in (("fd", "fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
-        steps.append(("symlink", "/proc/self/" + target, "/dev/" + name))
+        steps.append(("symlink", "/proc/self/" + target, VIEW_ROOT + "/dev/" + name))
     # the processes' part of /proc only: not the machine's counters, which a concurrent run moves
-    masks = tuple("/proc/" + name for name in HOST_COUNTERS if os.path.isfile("/proc/" + name))
+    masks = tuple(VIEW_ROOT + "/proc/" + name for name in HOST_COUNTERS if os.path.isfile("/proc/" + name))
     steps.append(("proc", place("/proc", True), masks))
     for directory in ("/tmp", *PRIVATE_DIRS):
         if os.path.isdir(directory) and not os.path.islink(directory):

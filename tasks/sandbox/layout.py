@@ -59,15 +59,12 @@ from rlvr_sandbox.kernel import (
     _drop_capabilities,
     _enter,
     _exit_code,
-    _inside_private_dirs,
     _join_cgroups,
     _libc_call,
     _load_filter,
     _mount_private_proc,
     _mount_private_tmp,
     _mount_view,
-    _mount_view_base,
-    _mount_view_parts,
     _namespaces,
     _unshare,
     _view_plan,
@@ -98,14 +95,9 @@ def _init(job, secret_fd, fd, outer_pid, alive_fd=None):
             os._exit(70)
         os.close(alive_fd)
     if "mount" in job["unshare"]:
-        # a worker's view, held before the run's own /tmp covers the path to it
-        base = os.open(job["view_base"], os.O_PATH | os.O_DIRECTORY) if job.get("view_base") else None
         _mount_private_proc()
         _mount_private_tmp(job["tmp_mb"], job["uid"])
-        if job.get("view") is not None and base is not None and _inside_private_dirs(os.getcwd()):
-            _mount_view_parts(job["view"], f"/proc/self/fd/{base}")
-            job["view_fd"] = base  # the candidate chroots into it
-        elif job.get("view") is not None:
+        if job.get("view") is not None:
             job["view_root"] = _mount_view(job["view"], os.getcwd())  # the candidate chroots into it
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
@@ -114,8 +106,6 @@ def _init(job, secret_fd, fd, outer_pid, alive_fd=None):
         _start_candidate(job, requests_r, answers_w)
     os.close(requests_r)
     os.close(answers_w)
-    if job.get("view_fd") is not None:
-        os.close(job["view_fd"])
     _run_judge(job, secret_fd, fd, candidate, requests_w, answers_r)
 
 
@@ -126,11 +116,6 @@ def _start_candidate(job, requests_r, answers_w):
     system-call filter; then it runs the program (`candidate.main`). The memory and CPU groups are
     already ours: the outer or the worker joined them before forking."""
     try:
-        if job.get("view_fd") is not None:  # first: the descriptor may be the 3 or 4 made below
-            workdir = os.getcwd()
-            os.fchdir(job["view_fd"])
-            os.chroot(".")  # the minimal view (`kernel._mount_view_base`), the same paths inside
-            os.chdir(workdir)
         high = [os.dup(requests_r), os.dup(answers_w)]  # either may be 3 or 4 already
         for target, fd in zip((3, 4), high):
             os.dup2(fd, target)
@@ -257,10 +242,6 @@ def serve(config_json):
         _join_cgroups(config["cgroup"], config["cpu_cgroup"])
         _unshare(config["unshare"])
         _libc_call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # what a job's pid 1 leaves is ours to reap
-        if config.get("view_base"):
-            # a mount namespace of the worker's own, holding what every job's view shares
-            _unshare(["mount"])
-            _mount_view_base(config["view"], config["view_base"])
         home = _namespaces(config["job_unshare"])  # to come back to after each job's fork
         import ast  # noqa: F401 - preloaded: each job's judge needs them
         import errno  # noqa: F401
@@ -287,7 +268,6 @@ def serve(config_json):
             continue
         if job.get("view") is not None:
             _view_plan(tuple(job["view"]))  # worked out here once: every job's pid 1 forks from us
-            job["view_base"] = config.get("view_base") if job["view"] == config.get("view") else None
         try:
             exit_code = _serve_job(job, fds, channel, config["uid"], home)
         except Exception as exc:  # noqa: BLE001 - the harness replaces a worker that reports this

@@ -27,7 +27,6 @@ from tasks.sandbox.host import (
     _kill_uid,
     _make_workdir,
     _namespaces_work,
-    _private_dir,
     _remove_leftovers,
     _secret_file,
     _slot_cgroup,
@@ -157,15 +156,6 @@ def _namespaces_per_job(iso: Isolation) -> tuple[str, ...]:
         return _job_namespaces
 
 
-def _view_base(uid: int) -> str:
-    """An empty directory for a worker's view (`kernel._mount_view_base`), mounted over in the
-    worker's own mount namespace: the host sees only the directory."""
-    path = os.path.join(_private_dir(), f"view-{uid}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    return path
-
-
 class _Worker:
     """One worker process (`layout.serve`) and the private uid it holds for its lifetime. The
     harness sends it each job's public part and four descriptors over a socket; the job's pipes
@@ -187,9 +177,6 @@ class _Worker:
                 "uid": self.uid,
                 "cgroup": _slot_cgroup(iso, self.uid, 512 + 64, self._known),  # each job sets its own limit
                 "cpu_cgroup": _slot_cpu_cgroup(iso, self.uid, self._known),
-                # what every job's view shares, mounted once by the worker (`kernel._mount_view_base`)
-                "view": list(iso.view) if iso.view and "mount" in self.job_unshare else None,
-                "view_base": _view_base(self.uid) if iso.view and "mount" in self.job_unshare else None,
             }
             self._channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             try:
