@@ -21,6 +21,7 @@ import json
 import os
 import random
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
 
 
 NO_BLOCK = Verdict(0.0, "no ```python code block in the answer")
+JUDGED_KEPT = 65_536  # programs whose verdicts `verify_all` keeps for the steps after (the least recently seen go)
 FENCED_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one ```python block.\n"
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 ANSWER_IN_A_BLOCK = "Answer with the whole program in one ```python block."
@@ -246,6 +248,7 @@ class CodeTask(Task):
         self.case_timeout_s, self.float_tolerance, self.partial = case_timeout_s, float_tolerance, partial
         self.code_prompts: dict[str, str] = {}  # fenced: each problem's code, which its prompt quotes
         self._pool: tuple[SandboxPool, ThreadPoolExecutor] | None = None
+        self._judged: OrderedDict[tuple[str, Tests, str | None], Verdict] = OrderedDict()  # `verify_all`'s memory
         self.pipelines: dict[str, tuple[list[Step], str, list]] = {}
 
     @classmethod
@@ -384,15 +387,27 @@ class CodeTask(Task):
         return run_program(program, tests, self.run_timeout_s(tests), prompt=prompt)
 
     def verify_all(self, rollouts: Rollouts) -> list[Verdict]:
-        """Each distinct program once (a sharpened policy repeats itself), in parallel, through
-        sandbox workers kept from one step to the next (starting one costs more than a job)."""
+        """Each distinct program once (a sharpened policy repeats itself, within a step and from
+        one step to the next: a program judged before gets its verdict again, unless it timed out
+        or went unjudged), in parallel, through sandbox workers kept from one step to the next
+        (starting one costs more than a job)."""
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
-        unique = [job for job in dict.fromkeys(jobs) if job is not None]
+        unique = [job for job in dict.fromkeys(jobs) if job is not None and job not in self._judged]
         sandbox, threads = self._sandbox()
-        results = threads.map(
-            lambda job: sandbox.execute(job[0], job[1], self.run_timeout_s(job[1]), prompt=job[2]).verdict, unique
+        runs = threads.map(
+            lambda job: sandbox.execute(job[0], job[1], self.run_timeout_s(job[1]), prompt=job[2]), unique
         )
-        verdicts = dict(zip(unique, results))
+        verdicts = {}
+        for job, run in zip(unique, runs):
+            verdicts[job] = run.verdict
+            if run.verdict.judged and not run.timed_out:  # what a rerun could change
+                self._judged[job] = run.verdict
+                if len(self._judged) > JUDGED_KEPT:
+                    self._judged.popitem(last=False)
+        for job in dict.fromkeys(jobs):
+            if job is not None and job not in verdicts:
+                verdicts[job] = self._judged[job]
+                self._judged.move_to_end(job)
         return [verdicts[job] if job is not None else NO_BLOCK for job in jobs]
 
     def _sandbox(self) -> tuple[SandboxPool, ThreadPoolExecutor]:

@@ -130,7 +130,9 @@ def test_verify_judges_right_wrong_and_malformed(task):
     assert broken.reward == 0.0 and "SyntaxError" in broken.feedback
 
 
-def test_verify_all_runs_each_distinct_program_once(task):
+def test_verify_all_runs_each_distinct_program_once_and_judges_it_once_a_run(task):
+    """Within a step and from one step to the next, a program is run once; one that timed out
+    or went unjudged runs again (a rerun could change its verdict)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from tasks import code
@@ -139,21 +141,30 @@ def test_verify_all_runs_each_distinct_program_once(task):
 
     class CountingSandbox:
         def execute(self, program, tests, timeout_s, prompt=None):
-            seen.append((program, tests))
-            return SimpleNamespace(verdict=code.Verdict(float(len(seen)), program))
+            seen.append(program)
+            slow, broken = "while" in program, "raise" in program
+            verdict = code.Verdict(float(len(seen)), program, judged=not broken)
+            return SimpleNamespace(verdict=verdict, timed_out=slow)
 
         def close(self):
             pass
 
     task._pool = (CountingSandbox(), ThreadPoolExecutor(max_workers=1))
     problems = task.eval_problems()[:2]
-    rollouts = SimpleNamespace(
-        problems=[problems[0], problems[0], problems[1], problems[0]],
-        completions=["    return xs\n", "    return xs\n", "    return xs\n", "    return 1\n"],
-    )
-    verdicts = task.verify_all(rollouts)
+
+    def step(*pairs):
+        rollouts = SimpleNamespace(problems=[problems[i] for i, _ in pairs], completions=[c for _, c in pairs])
+        return task.verify_all(rollouts)
+
+    same, other, slow, broken = "    return xs\n", "    return 1\n", "    while True: pass\n", "    raise X\n"
+    first = step((0, same), (0, same), (1, same), (0, other))
     assert len(seen) == 3
-    assert verdicts[0] == verdicts[1] and verdicts[0] != verdicts[2]
+    assert first[0] == first[1] and first[0] != first[2]
+    second = step((0, same), (1, slow), (1, slow), (0, broken), (1, same))
+    assert len(seen) == 5  # the slow and the broken one, each once within its step
+    assert second[0] == first[0] and second[4] == first[2] and second[1] == second[2]
+    third = step((1, slow), (0, broken), (0, other))
+    assert len(seen) == 7 and third[2] == first[3]
     task.close()
 
 
