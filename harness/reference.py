@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_typ
 
 from algorithms.base import RLVRModule
 from harness.config import SETTINGS, TrainerArgs
-from harness.settings import ModelArgs
+from harness.settings import EstimateArgs, ModelArgs
 from rollout.ranges import Distinct, Range, declared, describe
 from tasks.base import Task
 
@@ -161,6 +161,11 @@ def suite_settings() -> list[Setting]:
     return found
 
 
+def file_settings() -> list[Setting]:
+    """The benchmark file's own settings, beside its `suites:` (`estimate:`)."""
+    return dataclass_settings(EstimateArgs, ("estimate",))
+
+
 def describe_type(hint: Any) -> str:
     if get_origin(hint) is Annotated:
         return describe_type(get_args(hint)[0])
@@ -185,12 +190,14 @@ def yaml_text(value: Any) -> str:
 
 def table() -> str:
     """docs/config.md's table: every setting, its type, default, declared range and meaning."""
-    rows, owner = [], None
-    for s in suite_settings():
+    rows, owner, file_level = [], None, {s.path[0] for s in file_settings()}
+    for s in file_settings() + suite_settings():
         where = s.path[:2] if s.path[0] in ("algorithms", "task") else s.path[:1]
         if where != owner:
             owner = where
             title = f"`{where[1]}` (init_args)" if len(where) == 2 else f"`{where[0]}:`"
+            if where[0] in file_level:
+                title += " (the file's, beside `suites:`)"
             rows += [
                 "",
                 f"### {title}",

@@ -14,7 +14,7 @@ import yaml
 from algorithms.base import RLVRModule
 from harness.__main__ import main
 from harness.config import ConfigError, TrainerArgs, _Loader, check_machine, load_benchmark
-from harness.reference import BEGIN, END, class_path, classes, suite_settings, table
+from harness.reference import BEGIN, END, class_path, classes, file_settings, suite_settings, table
 from rollout.ranges import Distinct, Range, describe, violation
 from tasks.base import Task
 
@@ -169,6 +169,24 @@ def test_a_value_beyond_its_declared_range_is_refused(tmp_path, name, setting, v
     assert f"suites[0].{field}" in message and "must be" in message and "\n" not in message, message
     shown = [value] + ([value[0]] if isinstance(value, list) else [float(value)])  # a list's entry is named alone
     assert any(f"(got {v!r})" in message for v in shown), message
+
+
+FILE_CASES = [
+    (s, value) for s in file_settings() for mark in top_level_marks(s.hint)[0] for value in mark.outside(is_int(s.hint))
+]
+
+
+@pytest.mark.parametrize("setting, value", FILE_CASES, ids=[f"{'.'.join(s.path)}={v}" for s, v in FILE_CASES])
+def test_a_file_setting_beyond_its_declared_range_is_refused(tmp_path, setting, value):
+    """The file's own settings (`estimate:`) are in docs/config.md's table and checked alike."""
+    suite, _ = suite_with(SETTINGS[0], SETTINGS[0].default)
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump({"suites": [suite], setting.path[0]: {setting.name: value}}))
+    with pytest.raises(ConfigError) as error:
+        load_benchmark(path)
+    message = str(error.value)
+    assert ".".join(setting.path) in message and "must be" in message and "\n" not in message, message
+    assert len(FILE_CASES) >= 3 and f"`{setting.name}`" in table()
 
 
 def test_the_same_suite_at_its_defaults_is_accepted(tmp_path):
