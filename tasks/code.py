@@ -45,7 +45,7 @@ STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
 
 
 NO_BLOCK = Verdict(0.0, "no ```python code block in the answer")
-JUDGED_KEPT = 65_536  # programs whose verdicts `verify_all` keeps for the steps after (the least recently seen go)
+JUDGED_KEPT = 16_384  # programs whose verdicts `verify_all` keeps for the steps after (the least recently seen go)
 FENCED_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one ```python block.\n"
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 ANSWER_IN_A_BLOCK = "Answer with the whole program in one ```python block."
