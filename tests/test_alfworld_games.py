@@ -229,6 +229,35 @@ def test_fast_env_matches_stock_textworld(games):
         set_speedups(True)
 
 
+def test_random_play_matches_stock_textworld_command_for_command(games):
+    """Every game, 12 turns of commands drawn from what each state admits (and some it does not):
+    the memoised engine (`speedups`: cached parses, shallow contexts, symbols copied without
+    deepcopy) gives the observations, ends, wins and admissible commands stock TextWorld gives."""
+    import random
+
+    def transcripts(env):
+        rng, out = random.Random(0), []
+        for game in games:
+            start = env.reset(game)
+            out.append((start.observation, start.task, start.admissible))
+            admissible = start.admissible
+            for _ in range(12):
+                command = rng.choice(admissible) if rng.random() < 0.85 else "take nothing from nowhere"
+                result = env.step(command)
+                out.append(tuple(result))
+                admissible = result.admissible or admissible
+                if result.done:
+                    break
+        return out
+
+    fast = transcripts(AlfworldEnv(max_steps=50, fast=True))
+    try:
+        assert transcripts(AlfworldEnv(max_steps=50, fast=False)) == fast
+    finally:
+        set_speedups(True)
+    assert len(fast) > 10 * len(games)
+
+
 def test_an_env_that_lists_no_commands_plays_as_stock_and_derives_fewer(games, monkeypatch):
     """listed=False: the same observations, ends and wins as stock TextWorld, the admissible
     commands the same when read, and a step that plays an admissible command derives fewer

@@ -64,17 +64,23 @@ def set_speedups(enabled: bool) -> None:
     textgen, pddl_logic = _textworld_modules()
     if enabled and not _ORIGINALS:
         _ORIGINALS.update(
-            parse=textgen._parse_and_convert, rule=textgen.Rule, fd=pddl_logic.fast_downward, copy=textgen.copy_context
+            parse=textgen._parse_and_convert,
+            rule=textgen.Rule,
+            fd=pddl_logic.fast_downward,
+            copy=textgen.copy_context,
+            deepcopy=textgen.deepcopy,
         )
         textgen._parse_and_convert = _cached_symbols
         textgen.Rule = _CachedRule
         pddl_logic.fast_downward = _CachedDownward(_ORIGINALS["fd"])
         textgen.copy_context = _copy_context
+        textgen.deepcopy = _copy_symbols
     elif not enabled and _ORIGINALS:
         textgen._parse_and_convert = _ORIGINALS["parse"]
         textgen.Rule = _ORIGINALS["rule"]
         pddl_logic.fast_downward = _ORIGINALS["fd"]
         textgen.copy_context = _ORIGINALS["copy"]
+        textgen.deepcopy = _ORIGINALS["deepcopy"]
         _ORIGINALS.clear()
 
 
@@ -89,7 +95,29 @@ def _copy_context(context: dict) -> dict:
 def _cached_symbols(text: str, **kwargs: Any) -> Any:
     # derive() assigns contexts to the parsed symbols and pops them: hand out copies.
     key = (text, tuple(sorted(kwargs.items())))
-    return copy.deepcopy(_SYMBOLS.get_or(key, lambda: _ORIGINALS["parse"](text, **kwargs)))
+    return _copy_symbols(_SYMBOLS.get_or(key, lambda: _ORIGINALS["parse"](text, **kwargs)))
+
+
+def _copy_symbols(value: Any) -> Any:
+    """textgen's deepcopy, for what it copies: parsed symbols (a list of them, or one), each
+    made again with its own attributes and its nested symbol (a list's item, a condition's
+    expression) copied likewise. Their strings and context dicts are shared, not copied:
+    derivation gives a symbol a new context and never changes one in place (as `_copy_context`
+    relies on). Anything else goes to copy.deepcopy. The same derivations at a fraction of
+    deepcopy's cost, a quarter of an ALFWorld step's (docs/performance.md)."""
+    from textworld.envs.pddl.textgen import Symbol
+
+    if isinstance(value, list) and all(isinstance(item, Symbol) for item in value):
+        return [_copy_symbols(item) for item in value]
+    if not isinstance(value, Symbol):
+        return copy.deepcopy(value)
+    made = object.__new__(type(value))
+    made.__dict__.update(vars(value))
+    for name in ("symbol", "expression"):
+        inner = getattr(made, name, None)
+        if isinstance(inner, Symbol):
+            setattr(made, name, _copy_symbols(inner))
+    return made
 
 
 class _CachedRule:
