@@ -104,7 +104,7 @@ def _copy_symbols(value: Any) -> Any:
     expression) copied likewise. Their strings and context dicts are shared, not copied:
     derivation gives a symbol a new context and never changes one in place (as `_copy_context`
     relies on). Anything else goes to copy.deepcopy. The same derivations at a fraction of
-    deepcopy's cost, a quarter of an ALFWorld step's (docs/performance.md)."""
+    deepcopy's cost (docs/performance.md, "ALFWorld's engine, second round")."""
     from textworld.envs.pddl.textgen import Symbol
 
     if isinstance(value, list) and all(isinstance(item, Symbol) for item in value):
