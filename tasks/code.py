@@ -392,22 +392,21 @@ class CodeTask(Task):
         or went unjudged), in parallel, through sandbox workers kept from one step to the next
         (starting one costs more than a job)."""
         jobs = [self.program(p, c) for p, c in zip(rollouts.problems, rollouts.completions)]
-        unique = [job for job in dict.fromkeys(jobs) if job is not None and job not in self._judged]
+        distinct = [job for job in dict.fromkeys(jobs) if job is not None]
+        verdicts = {job: self._judged[job] for job in distinct if job in self._judged}  # before any is let go
+        for job in verdicts:
+            self._judged.move_to_end(job)
+        unique = [job for job in distinct if job not in verdicts]
         sandbox, threads = self._sandbox()
         runs = threads.map(
             lambda job: sandbox.execute(job[0], job[1], self.run_timeout_s(job[1]), prompt=job[2]), unique
         )
-        verdicts = {}
         for job, run in zip(unique, runs):
             verdicts[job] = run.verdict
             if run.verdict.judged and not run.timed_out:  # what a rerun could change
                 self._judged[job] = run.verdict
-                if len(self._judged) > JUDGED_KEPT:
+                while len(self._judged) > JUDGED_KEPT:
                     self._judged.popitem(last=False)
-        for job in dict.fromkeys(jobs):
-            if job is not None and job not in verdicts:
-                verdicts[job] = self._judged[job]
-                self._judged.move_to_end(job)
         return [verdicts[job] if job is not None else NO_BLOCK for job in jobs]
 
     def _sandbox(self) -> tuple[SandboxPool, ThreadPoolExecutor]:

@@ -130,7 +130,7 @@ def test_verify_judges_right_wrong_and_malformed(task):
     assert broken.reward == 0.0 and "SyntaxError" in broken.feedback
 
 
-def test_verify_all_runs_each_distinct_program_once_and_judges_it_once_a_run(task):
+def test_verify_all_runs_each_distinct_program_once_and_judges_it_once_a_run(task, monkeypatch):
     """Within a step and from one step to the next, a program is run once; one that timed out
     or went unjudged runs again (a rerun could change its verdict)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -165,6 +165,10 @@ def test_verify_all_runs_each_distinct_program_once_and_judges_it_once_a_run(tas
     assert second[0] == first[0] and second[4] == first[2] and second[1] == second[2]
     third = step((1, slow), (0, broken), (0, other))
     assert len(seen) == 7 and third[2] == first[3]
+    # a full memory lets the least recently seen go, never a program the step reuses
+    monkeypatch.setattr(code, "JUDGED_KEPT", 2)
+    fourth = step((0, same), *((1, f"    return {k}\n") for k in range(3)))
+    assert len(seen) == 10 and fourth[0] == first[0] and len(task._judged) == 2
     task.close()
 
 
