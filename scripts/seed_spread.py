@@ -16,6 +16,7 @@ problem noise that repeats on every seed (which more seeds do not average away),
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -45,12 +46,7 @@ def seed_ratio(x: np.ndarray) -> float | None:
 
 def ratios() -> np.ndarray:
     """`seed_ratio` of every comparison that has a residual."""
-    return np.array([r for *_, x in comparisons() if (r := seed_ratio(x)) is not None])
-
-
-def ratio() -> float:
-    """The mean of `ratios`."""
-    return float(np.mean(ratios()))
+    return np.array([r for *_, x in published() if (r := seed_ratio(x)) is not None])
 
 
 def standard_error(values: np.ndarray) -> float:
@@ -64,6 +60,12 @@ def shared_share(x: np.ndarray) -> float:
     _, ms_p, ms_e = mean_squares(x)
     shared = max(ms_p - ms_e, 0.0) / x.shape[0]
     return shared / (shared + ms_e) if shared + ms_e > 0 else 0.0
+
+
+@functools.cache
+def published() -> list:
+    """`comparisons` of the published studies, read once."""
+    return list(comparisons())
 
 
 def comparisons(studies: Path = ROOT / "results" / "studies"):
@@ -92,30 +94,25 @@ def comparisons(studies: Path = ROOT / "results" / "studies"):
 
 def spread() -> float:
     """The root mean square of the seeds' component over every comparison, each once."""
-    return math.sqrt(np.mean([seed_component(x) for *_, x in comparisons()]))
+    return math.sqrt(np.mean([seed_component(x) for *_, x in published()]))
 
 
 def shares() -> np.ndarray:
     """`shared_share` of every comparison."""
-    return np.array([shared_share(x) for *_, x in comparisons()])
-
-
-def shared() -> float:
-    """The mean of `shares`."""
-    return float(np.mean(shares()))
+    return np.array([shared_share(x) for *_, x in published()])
 
 
 def main() -> int:
     print(f"{'study/suite':45s} {'algorithm':14s} {'against':12s} seeds  spread  shared")
-    for where, algorithm, against, x in comparisons():
+    for where, algorithm, against, x in published():
         print(
             f"{where:45s} {algorithm:14s} vs {against:9s} {x.shape[0]:5d}  {math.sqrt(seed_component(x)):.4f}"
             f"  {shared_share(x):.2f}"
         )
     print(
-        f"seeds' spread, root mean square: {spread():.4f}; over the residual (SEED_RATIO), mean: {ratio():.2f}"
+        f"seeds' spread, root mean square: {spread():.4f}; over the residual (SEED_RATIO), mean: {ratios().mean():.2f}"
         f" +- {standard_error(ratios()):.2f} (standard error, {len(ratios())} comparisons); problems' shared share"
-        f" (SHARED_SHARE), mean: {shared():.2f} +- {standard_error(shares()):.2f}"
+        f" (SHARED_SHARE), mean: {shares().mean():.2f} +- {standard_error(shares()):.2f}"
     )
     return 0
 
